@@ -1,0 +1,1 @@
+"""Libraries every stage shares: artifact store, configs, fingerprints, the stage runner."""

@@ -1,0 +1,100 @@
+"""Tiny models and tokenizers, saved as Hugging Face folders.
+
+Everything is built from a seed with no download, so transformers, mergekit
+and vLLM load the result unchanged. The tokenizer is character-level: on
+arithmetic it learns faster than BPE, which merges digits (ARCHITECTURE §5).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import torch
+from pydantic import Field
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config, Qwen3MoeConfig)
+
+from stages.common.config import StrictModel
+
+PAD, UNK, EOS = "<|pad|>", "<|unk|>", "<|end|>"
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
+MARKUP_TOKENS = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<answer>", "</answer>"]
+SPECIAL_TOKENS = [PAD, UNK, EOS, *ROLE_TOKENS, *MARKUP_TOKENS]
+
+# One turn is "<|role|>content<|end|>"; generation starts after "<|assistant|>".
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+class ModelConfig(StrictModel):
+    """Architecture of the tiny base model (a Qwen3-MoE, or dense Qwen3)."""
+    arch: Literal["qwen3_moe", "qwen3"] = "qwen3_moe"
+    hidden_size: int = Field(64, gt=0)
+    num_layers: int = Field(2, gt=0)
+    num_heads: int = Field(2, gt=0)
+    num_kv_heads: int = Field(1, gt=0)
+    head_dim: int = Field(32, ge=32, description="vLLM needs 32, 64, ...")
+    intermediate_size: int = Field(128, gt=0, description="dense MLP width")
+    num_experts: int = Field(4, gt=0)
+    experts_per_token: int = Field(2, gt=0)
+    expert_size: int = Field(64, gt=0, description="per-expert MLP width")
+    max_positions: int = Field(512, gt=0)
+
+
+def build_tokenizer(corpus_chars: str) -> PreTrainedTokenizerFast:
+    """A character-level tokenizer over printable ASCII plus the corpus' characters."""
+    chars = sorted(set(corpus_chars) | {chr(c) for c in range(32, 127)} | {"\n", "\t"})
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for ch in chars:
+        vocab.setdefault(ch, len(vocab))
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tk.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token=PAD, unk_token=UNK, eos_token=EOS,
+                                  additional_special_tokens=ROLE_TOKENS + MARKUP_TOKENS)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def model_config(cfg: ModelConfig, tok: PreTrainedTokenizerFast):
+    common = dict(vocab_size=len(tok), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+                  num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
+                  head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions,
+                  intermediate_size=cfg.intermediate_size, tie_word_embeddings=False,
+                  pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    if cfg.arch == "qwen3":
+        return Qwen3Config(**common)
+    return Qwen3MoeConfig(**common, num_experts=cfg.num_experts, num_experts_per_tok=cfg.experts_per_token,
+                          moe_intermediate_size=cfg.expert_size, norm_topk_prob=True)
+
+
+def build_model(cfg: ModelConfig, tok: PreTrainedTokenizerFast, seed: int):
+    """Random init from ``seed``: the same seed gives the same weights."""
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(model_config(cfg, tok), dtype=torch.float32)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    return model
+
+
+def save_checkpoint(model, tok, out_dir: str | Path, meta: dict | None = None) -> Path:
+    """HF folder: config.json, model.safetensors, tokenizer files (+ compass.json metadata)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    if meta:
+        (out / "compass.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    return out
+
+
+def load_checkpoint(path: str | Path, dtype=torch.float32):
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(path))
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype)
+    return model, tok

@@ -1,0 +1,129 @@
+"""The stage contract: fingerprint, skip-if-stored, run, commit.
+
+A stage package defines ``SPEC`` (its slots and config model) and a body
+``(config, inputs, outputs) -> None`` that reads input artifacts and fills
+output writers. ``execute`` does the rest, identically for every stage, and
+knows nothing of Prefect.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from pydantic import BaseModel
+
+from stages.common.fingerprint import code_version, digest, run_version, VERSION_LEN
+from stages.common.store import Artifact, ArtifactStore, ArtifactWriter
+
+log = logging.getLogger("compass.runner")
+
+Body = Callable[[BaseModel, dict[str, Artifact], dict[str, ArtifactWriter]], None]
+
+
+class InfraError(RuntimeError):
+    """A failure of the machinery (storage, network, workers), not of the input:
+    worth retrying. Orchestrators retry only these (see ``is_infra_error``)."""
+
+
+def is_infra_error(exc: BaseException) -> bool:
+    """True for errors that a retry may cure; never for bad input or config."""
+    if isinstance(exc, InfraError):
+        return True
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, PermissionError,
+                                                         IsADirectoryError, NotADirectoryError)):
+        return True
+    return type(exc).__module__.split(".")[0] in {"botocore", "aiobotocore", "urllib3"}
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    config: type[BaseModel]
+    inputs: dict[str, str]             # slot -> artifact kind
+    outputs: dict[str, str]            # slot -> artifact kind
+    body: Body
+    libraries: tuple[str, ...] = ("common",)  # shared packages whose code is part of the version
+
+
+@dataclass
+class StageResult:
+    run_name: str
+    stage: str
+    version: str
+    status: str                        # "ran" | "reused"
+    wall_s: float
+    outputs: dict[str, str] = field(default_factory=dict)   # slot -> artifact URI
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class StageInputError(ValueError):
+    pass
+
+
+def _check_inputs(spec: StageSpec, inputs: dict[str, Artifact]) -> None:
+    missing = sorted(set(spec.inputs) - set(inputs))
+    extra = sorted(set(inputs) - set(spec.inputs))
+    if missing or extra:
+        raise StageInputError(f"stage {spec.name}: missing input slot(s) {missing}, unknown slot(s) {extra}; "
+                              f"expected {sorted(spec.inputs)}")
+    for slot, kind in spec.inputs.items():
+        if inputs[slot].kind != kind:
+            raise StageInputError(f"stage {spec.name}: input '{slot}' must be a {kind} artifact, "
+                                  f"got {inputs[slot].kind} ({inputs[slot].uri})")
+
+
+def plan_version(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact],
+                 names: dict[str, str]) -> str:
+    return run_version(spec.name, config.model_dump(mode="json"),
+                       {s: (a.kind, a.name, a.version) for s, a in sorted(inputs.items())},
+                       names, code_version(spec.name, *spec.libraries))
+
+
+def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], store: ArtifactStore, *,
+            run_name: str | None = None, output_names: dict[str, str] | None = None,
+            force: bool = False) -> StageResult:
+    """Run ``spec`` unless every output of this exact run is already stored.
+
+    ``output_names`` maps output slots to artifact names (default: the slot).
+    On any failure the uncommitted outputs are removed: nothing half-written
+    becomes visible.
+    """
+    if not isinstance(config, spec.config):
+        raise TypeError(f"stage {spec.name}: config must be {spec.config.__name__}, got {type(config).__name__}")
+    _check_inputs(spec, inputs)
+    run_name = run_name or spec.name
+    names = {slot: (output_names or {}).get(slot, slot) for slot in spec.outputs}
+    version = plan_version(spec, config, inputs, names)
+    t0 = time.perf_counter()
+    if not force and all(store.exists(spec.outputs[s], names[s], version) for s in spec.outputs):
+        arts = {s: store.get(spec.outputs[s], names[s], version) for s in spec.outputs}
+        for a in arts.values():
+            store.set_latest(a.kind, a.name, a.version)
+        log.info("%s: reusing stored version %s", run_name, version)
+        return StageResult(run_name, spec.name, version, "reused", time.perf_counter() - t0,
+                           {s: a.uri for s, a in arts.items()})
+    log.info("%s: running stage %s -> version %s", run_name, spec.name, version)
+    common = dict(producer=run_name, stage=spec.name,
+                  config_fingerprint=digest(config.model_dump(mode="json"))[:VERSION_LEN],
+                  code_version=code_version(spec.name, *spec.libraries),
+                  inputs=[a.ref(slot) for slot, a in sorted(inputs.items())])
+    writers = {s: store.begin(spec.outputs[s], names[s], version, **common) for s in spec.outputs}
+    try:
+        spec.body(config, inputs, writers)
+        arts = {s: w.commit() for s, w in writers.items()}
+    except BaseException:
+        for w in writers.values():
+            if w.committed is None:
+                w.abort()
+        raise
+    for a in arts.values():
+        store.set_latest(a.kind, a.name, a.version)
+    wall = time.perf_counter() - t0
+    log.info("%s: committed version %s in %.1fs", run_name, version, wall)
+    return StageResult(run_name, spec.name, version, "ran", wall, {s: a.uri for s, a in arts.items()})

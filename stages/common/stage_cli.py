@@ -1,0 +1,60 @@
+"""``python -m stages.<name>``: run one stage without Prefect.
+
+    python -m stages.sft --config configs/tiny.yaml --section sft_longcot \
+        --store ./artifacts --input base=URI --input data=URI --output-name checkpoint=thinking_ckpt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+import yaml
+
+from stages.common.config import ConfigError, validate
+from stages.common.store import Artifact, ArtifactError, ArtifactStore
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise SystemExit(f"{what} must be SLOT=VALUE, got '{it}'")
+        k, v = it.split("=", 1)
+        out[k] = v
+    return out
+
+
+def main(stage: str, argv: list[str] | None = None) -> int:
+    from stages.registry import stage_module
+    mod = stage_module(stage)
+    spec = mod.SPEC
+    ap = argparse.ArgumentParser(prog=f"python -m stages.{stage}", description=f"Run the {stage} stage.")
+    ap.add_argument("--config", help="YAML: the stage's own config, or a pipeline config with --section")
+    ap.add_argument("--section", help="key of this stage run in a pipeline config (e.g. sft_longcot)")
+    ap.add_argument("--store", default="./artifacts")
+    ap.add_argument("--input", action="append", default=[], metavar="SLOT=URI",
+                    help=f"input artifacts; slots: {', '.join(spec.inputs) or 'none'}")
+    ap.add_argument("--output-name", action="append", default=[], metavar="SLOT=NAME")
+    ap.add_argument("--run-name")
+    ap.add_argument("--force", action="store_true", help="run even if this version is stored")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        data = {}
+        if args.config:
+            with open(args.config) as f:
+                data = yaml.safe_load(f) or {}
+            if args.section:
+                data = data.get(args.section, {})
+        config = validate(spec.config, data, f"{args.config}{':' + args.section if args.section else ''}")
+        store = ArtifactStore(args.store)
+        inputs = {slot: Artifact.open_uri(uri, store) for slot, uri in _pairs(args.input, "--input").items()}
+        result = mod.run(config, inputs, store, run_name=args.run_name or args.section,
+                         output_names=_pairs(args.output_name, "--output-name"), force=args.force)
+    except (ConfigError, ArtifactError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result.to_dict(), indent=2))
+    return 0

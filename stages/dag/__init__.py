@@ -1,0 +1,1 @@
+"""The pipeline as data (nodes, config, planning); flows/ only walks it."""

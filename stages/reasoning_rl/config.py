@@ -1,0 +1,5 @@
+from stages.rl.config import RLConfig
+
+
+class ReasoningRLConfig(RLConfig):
+    pass
