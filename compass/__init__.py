@@ -1,0 +1,1 @@
+"""compass-rl command line and benchmarks."""

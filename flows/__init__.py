@@ -1,0 +1,12 @@
+"""Prefect flows: thin wrappers that call stages. No logic lives here.
+
+Importing this package sets Prefect's defaults for a project-local run:
+ephemeral mode (no server to start by hand) unless PREFECT_API_URL is set.
+"""
+import os
+from pathlib import Path
+
+os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Stage logs use plain logging under "compass"; this sends them to the run's Prefect logs too.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "compass")

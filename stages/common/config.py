@@ -6,6 +6,7 @@ the bad key and, for a misspelling, the key that was probably meant.
 from __future__ import annotations
 
 import difflib
+import typing
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,19 +25,60 @@ class ConfigError(ValueError):
     """A config that does not validate; str() is one line per problem."""
 
 
+def _as_model(annotation) -> type[BaseModel] | None:
+    """The pydantic model in an annotation (``Model``, ``Model | None``, ``Optional[Model]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _as_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     """The field names allowed at ``loc`` (for 'did you mean')."""
-    cur: type | None = model
+    cur: type[BaseModel] | None = model
     for part in loc[:-1]:
-        if not (isinstance(cur, type) and issubclass(cur, BaseModel)):
+        if cur is None:
             return []
         field = cur.model_fields.get(part)
         if field is None:
             return []
-        cur = field.annotation
-    if isinstance(cur, type) and issubclass(cur, BaseModel):
-        return list(cur.model_fields)
-    return []
+        cur = _as_model(field.annotation)
+    if cur is None:
+        return []
+    keys = list(cur.model_fields)
+    keys += [f.alias for f in cur.model_fields.values() if f.alias and f.alias not in keys]
+    return keys
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+def suggest_key(bad: str, known: list[str]) -> str | None:
+    """The known key that ``bad`` most likely misspells, or None."""
+    if not known:
+        return None
+    close = difflib.get_close_matches(bad, known, n=1)
+    if close:
+        return close[0]
+    for k in known:  # batchsize -> batch_size, Batch-Size -> batch_size
+        if _norm(k) == _norm(bad):
+            return k
+    parts = [p for p in bad.lower().replace("-", "_").split("_") if p]
+    initials = "".join(p[0] for p in parts)
+    for k in known:  # learning_rate -> lr
+        if len(parts) > 1 and k.lower() == initials:
+            return k
+    # lr_rate -> lr, batch -> batch_size: one key extends the other
+    ext = [k for k in known if len(k) >= 2 and len(bad) >= 2 and
+           (bad.lower().startswith(k.lower()) or k.lower().startswith(bad.lower()))]
+    if ext:
+        return max(ext, key=len)
+    close = difflib.get_close_matches(bad, known, n=1, cutoff=0.5)
+    return close[0] if close else None
 
 
 def format_validation_error(err: ValidationError, model: type[BaseModel], source: str) -> str:
@@ -46,14 +88,18 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], source
         path = ".".join(str(p) for p in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
-            close = difflib.get_close_matches(str(loc[-1]), _known_keys(model, loc), n=1)
+            close = suggest_key(str(loc[-1]), _known_keys(model, loc))
             if close:
-                msg += f" (did you mean '{close[0]}'?)"
+                msg += f" (did you mean '{close}'?)"
         elif e["type"] == "missing":
             msg = "required key is missing"
         else:
-            msg = f"{e['msg']} (got {e.get('input')!r})"
-        lines.append(f"config error in {source}: {path}: {msg}")
+            got = repr(e.get("input"))
+            got = got if len(got) <= 80 else got[:77] + "..."
+            msg = f"{e['msg']} (got {got})"
+        line = " ".join(f"config error in {source}: {path}: {msg}".split())  # one line, whatever the message
+        if line not in lines:
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -59,14 +59,13 @@ def sample(model, tok, prompts: list[str], *, n: int = 1, max_new_tokens: int = 
     do_sample = temperature > 0
     out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
                          temperature=temperature if do_sample else None, top_p=None, top_k=None,
-                         num_return_sequences=n, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+                         num_return_sequences=n, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                         suppress_tokens=[tok.pad_token_id])  # pads only ever follow eos: ids stay exact
     gen = out[:, enc["input_ids"].shape[1]:]
     results: list[list[dict]] = [[] for _ in prompts]
     for row, ids in enumerate(gen.tolist()):
         if tok.eos_token_id in ids:
             ids = ids[:ids.index(tok.eos_token_id) + 1]
-        else:
-            ids = [t for t in ids if t != tok.pad_token_id]
         text = tok.decode([t for t in ids if t not in (tok.eos_token_id, tok.pad_token_id)])
         results[row // n].append({"text": text, "ids": ids})
     return results

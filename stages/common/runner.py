@@ -27,16 +27,37 @@ class InfraError(RuntimeError):
     worth retrying. Orchestrators retry only these (see ``is_infra_error``)."""
 
 
+# botocore errors that no retry cures: missing or wrong credentials, bad parameters.
+_BOTO_CONFIG_ERRORS = {"NoCredentialsError", "PartialCredentialsError", "NoRegionError", "ParamValidationError",
+                       "UnknownServiceError", "InvalidConfigError", "ProfileNotFound", "UnknownSignatureVersionError"}
+
+
 def is_infra_error(exc: BaseException) -> bool:
     """True for errors that a retry may cure; never for bad input or config."""
     if isinstance(exc, InfraError):
         return True
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
-    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, PermissionError,
+    module = type(exc).__module__.split(".")[0]
+    if module in {"botocore", "aiobotocore"}:
+        if type(exc).__name__ in _BOTO_CONFIG_ERRORS:
+            return False
+        response = getattr(exc, "response", None)
+        if isinstance(response, dict):  # a ClientError: the server answered
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            code = str(response.get("Error", {}).get("Code", ""))
+            return status >= 500 or status in (408, 429) or code in {"SlowDown", "Throttling", "RequestTimeout"}
+        return True  # endpoint unreachable, read timeout, ...
+    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, PermissionError, FileExistsError,
                                                          IsADirectoryError, NotADirectoryError)):
+        cause = exc.__cause__
+        if cause is not None and isinstance(getattr(cause, "response", None), dict):
+            return is_infra_error(cause)  # s3fs wraps the server's answer: judge the answer
         return True
-    return type(exc).__module__.split(".")[0] in {"botocore", "aiobotocore", "urllib3"}
+    if module == "aiohttp":
+        status = getattr(exc, "status", None)
+        return not isinstance(status, int) or status >= 500 or status in (408, 429)
+    return module == "urllib3"
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,14 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import os
 import secrets
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -30,6 +32,8 @@ from fsspec.implementations.local import LocalFileSystem
 from artifacts_schema import MANIFEST_FILE, FileEntry, InputRef, Manifest, conform, schema_id
 from artifacts_schema.tables import TABLE_SCHEMAS
 from stages.common.fingerprint import sha256_file
+
+log = logging.getLogger("compass.store")
 
 LATEST_FILE = "LATEST"
 PAYLOAD_PREFIX = "data-"
@@ -52,6 +56,27 @@ def _new_attempt() -> str:
     return f"{PAYLOAD_PREFIX}{int(time.time())}-{secrets.token_hex(4)}"
 
 
+def _created_age_s(m: Manifest) -> float:
+    try:
+        return time.time() - datetime.fromisoformat(m.created_at).timestamp()
+    except ValueError:
+        return float("inf")
+
+
+def _s3_error(exc: BaseException) -> tuple[str, int | None]:
+    """(error code, HTTP status) of a botocore error, also when s3fs wrapped it in an OSError."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 8:
+        resp = getattr(e, "response", None)
+        if isinstance(resp, dict):
+            return (str(resp.get("Error", {}).get("Code", "")),
+                    resp.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return "", None
+
+
 def _attempt_age_s(attempt: str) -> float:
     """Seconds since a payload directory (or temp manifest) was started."""
     try:
@@ -62,14 +87,15 @@ def _attempt_age_s(attempt: str) -> float:
 
 class ArtifactStore:
     def __init__(self, root: str = "./artifacts", storage_options: dict | None = None,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, create: bool = True):
         self.storage_options = dict(storage_options or {})
         fs, path = fsspec.core.url_to_fs(root, **self.storage_options)
         self.fs = fs
         self.is_local = isinstance(fs, LocalFileSystem)
         if self.is_local:
             path = os.path.abspath(path)
-            os.makedirs(path, exist_ok=True)
+            if create:
+                os.makedirs(path, exist_ok=True)
             self.root = "file://" + path
         else:
             proto = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
@@ -196,6 +222,15 @@ class ArtifactStore:
             if not dry_run:
                 self.fs.rm(path, recursive=True)
 
+        def rm_empty(path: str, why: str):
+            # Not recursive: a writer that just created its payload dir here keeps it.
+            if dry_run:
+                removed.append({"path": path, "reason": why})
+                return
+            with contextlib.suppress(OSError):
+                self.fs.rmdir(path)
+                removed.append({"path": path, "reason": why})
+
         keep: set[str] | None = None
         if prune:
             keep = set()
@@ -208,12 +243,17 @@ class ArtifactStore:
             if v == LATEST_FILE or not self.fs.isdir(vdir):
                 continue
             m = self._read_manifest(k, n, v)
-            entries = [e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(vdir, detail=False)]
+            entries = self._entries(vdir)
             if m is None:
-                if all(_attempt_age_s(e.split("tmp-")[-1] if "tmp-" in e else e) >= grace_s for e in entries):
+                if not entries:
+                    if self.is_local:
+                        rm_empty(vdir, "never committed")
+                elif all(_attempt_age_s(e.split("tmp-")[-1] if "tmp-" in e else e) >= grace_s for e in entries):
                     rm(vdir, "never committed")
                 continue
-            if keep is not None and self.uri(k, n, v) not in keep:
+            if keep is not None and self.uri(k, n, v) not in keep and _created_age_s(m) >= grace_s:
+                # The grace period protects a version committed a moment ago whose
+                # LATEST alias is not written yet.
                 rm(vdir, "not reachable from any LATEST alias")
                 continue
             for e in entries:
@@ -223,6 +263,15 @@ class ArtifactStore:
                 if _attempt_age_s(age_key) >= grace_s:
                     rm(f"{vdir}/{e}", "payload of an attempt that did not commit")
         return removed
+
+    def _entries(self, vdir: str) -> list[str]:
+        """Names directly inside a version directory. On object stores, only names that hold
+        objects: some servers (SeaweedFS) keep listing a prefix as an empty "directory"
+        after everything under it was deleted."""
+        if self.is_local:
+            return sorted(e.rstrip("/").rsplit("/", 1)[-1] for e in self.fs.ls(vdir, detail=False))
+        base = vdir.rstrip("/") + "/"
+        return sorted({key[len(base):].split("/", 1)[0] for key in self.fs.find(vdir) if key.startswith(base)})
 
     def _collect(self, art: "Artifact", keep: set[str]) -> None:
         if art.uri in keep:
@@ -253,7 +302,8 @@ class Artifact:
                     return store.open(uri)
         root = uri.rstrip("/").rsplit("/", 3)[0]
         opts = store.storage_options if store is not None and not store.is_local else None
-        return ArtifactStore(root, storage_options=opts).open(uri)
+        cache = store.cache_dir if store is not None else None
+        return ArtifactStore(root, storage_options=opts, cache_dir=cache, create=False).open(uri)
 
     def ref(self, slot: str) -> InputRef:
         return InputRef(slot=slot, uri=self.uri, kind=self.kind, name=self.name, version=self.version)
@@ -278,7 +328,8 @@ class Artifact:
         if self.store._verified.get(path) == key:
             return
         if st.st_size != entry.size:
-            raise ArtifactCorrupt(f"{self.uri}: file '{entry.path}' has {st.st_size} bytes, manifest says {entry.size}")
+            raise ArtifactCorrupt(f"{self.uri}: file '{entry.path}' checksum mismatch "
+                                  f"(size {st.st_size} bytes, manifest says {entry.size})")
         self._check(entry, sha256_file(path))
         self.store._verified[path] = key
 
@@ -331,15 +382,31 @@ class Artifact:
             tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=_mkdir(dest.parent)))
             try:
                 for entry in self.manifest.files:
+                    (tmp / entry.path).parent.mkdir(parents=True, exist_ok=True)
+                try:  # one batched, concurrent download
+                    if self.manifest.files:
+                        self.store.fs.get([self._remote(e.path) for e in self.manifest.files],
+                                          [str(tmp / e.path) for e in self.manifest.files])
+                except FileNotFoundError:
+                    for entry in self.manifest.files:
+                        if not self.store.fs.exists(self._remote(entry.path)):
+                            raise ArtifactCorrupt(f"{self.uri}: file '{entry.path}' listed in manifest "
+                                                  f"is missing") from None
+                    raise
+                for entry in self.manifest.files:
                     target = tmp / entry.path
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    self.store.fs.get_file(self._remote(entry.path), str(target))
+                    if not target.is_file():
+                        raise ArtifactCorrupt(f"{self.uri}: file '{entry.path}' listed in manifest is missing")
                     self._check(entry, sha256_file(target))
                 (tmp / ".verified").write_text("ok\n")
-                if dest.exists():
-                    shutil.rmtree(tmp)
-                else:
+                try:
                     os.replace(tmp, dest)
+                except OSError:
+                    if marker.exists():  # another process finished the same download first
+                        shutil.rmtree(tmp, ignore_errors=True)
+                    else:  # a stale, unverified leftover
+                        shutil.rmtree(dest, ignore_errors=True)
+                        os.replace(tmp, dest)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -359,6 +426,7 @@ class ArtifactWriter:
         self.fields = manifest_fields
         self.attempt = _new_attempt()
         self.rows: int | None = None
+        self._rows_by_file: dict[str, int] = {}
         self.extra: dict = {}
         if store.is_local:
             # Stage in place: the payload dir is invisible until the manifest names it.
@@ -380,7 +448,12 @@ class ArtifactWriter:
     def write_table(self, table: pa.Table, rel: str = TABLE_FILE) -> None:
         table = conform(table, self.kind, self.uri)
         pq.write_table(table, self.path(rel))
-        self.rows = (self.rows or 0) + table.num_rows
+        self._count_rows(rel, table.num_rows, replace=True)
+
+    def _count_rows(self, rel: str, n: int, replace: bool = False) -> None:
+        """``rows`` is the total over the table files; rewriting a file replaces its count."""
+        self._rows_by_file[rel] = n if replace else self._rows_by_file.get(rel, 0) + n
+        self.rows = sum(self._rows_by_file.values())
 
     @contextlib.contextmanager
     def table_writer(self, rel: str = TABLE_FILE):
@@ -394,8 +467,9 @@ class ArtifactWriter:
             tbl = conform(tbl, self.kind, self.uri)
             if writer is None:
                 writer = pq.ParquetWriter(self.path(rel), tbl.schema)
+                self._count_rows(rel, 0, replace=True)
             writer.write_table(tbl)
-            self.rows = (self.rows or 0) + tbl.num_rows
+            self._count_rows(rel, tbl.num_rows)
         try:
             yield write
             if writer is None:  # no rows at all: still a valid, empty table
@@ -413,6 +487,9 @@ class ArtifactWriter:
         return entries
 
     def abort(self) -> None:
+        """Discard this attempt's files. A no-op once committed: the payload is the artifact's now."""
+        if self.committed is not None:
+            return
         if self.store.is_local or self.dir.exists():
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -420,6 +497,8 @@ class ArtifactWriter:
         """Write the manifest (the commit marker). If another writer committed
         this version first, discard ours and return theirs."""
         store = self.store
+        if self.committed is not None:  # committed twice (e.g. by a stage body and then the runner)
+            return self.committed
         if store.exists(self.kind, self.name, self.version):
             self.abort()
             return store.get(self.kind, self.name, self.version)
@@ -447,13 +526,54 @@ class ArtifactWriter:
             os.unlink(tmp)
         else:
             remote_dir = store._p(self.kind, self.name, self.version, self.attempt)
-            for entry in manifest.files:
-                store.fs.put_file(str(self.dir / entry.path), f"{remote_dir}/{entry.path}")
+            if manifest.files:
+                store.fs.put([str(self.dir / e.path) for e in manifest.files],
+                             [f"{remote_dir}/{e.path}" for e in manifest.files])
             shutil.rmtree(self.dir, ignore_errors=True)
-            # S3 has no create-if-absent here; a lost race leaves two complete
-            # payloads and the last manifest wins: either is valid for readers.
             if store.exists(self.kind, self.name, self.version):
-                return store.get(self.kind, self.name, self.version)
-            store.fs.pipe_file(mpath, body)
+                return self._lost_race(remote_dir)
+            if not self._put_manifest_if_absent(mpath, body):
+                return self._lost_race(remote_dir)
         self.committed = Artifact(store, manifest)
         return self.committed
+
+    def _put_manifest_if_absent(self, mpath: str, body: bytes) -> bool:
+        """Conditional PUT (``If-None-Match: *``): False when another manifest is there.
+
+        Servers without conditional writes fall back to a plain PUT (then the
+        last manifest wins; either names a complete payload)."""
+        fs = self.store.fs
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        if not {"s3", "s3a"} & set(protocols):  # other object stores: the last manifest wins
+            fs.pipe_file(mpath, body)
+            return True
+        for attempt in range(20):
+            try:
+                fs.pipe_file(mpath, body, IfNoneMatch="*")
+                return True
+            except OSError as e:
+                code, status = _s3_error(e)
+                if code == "PreconditionFailed" or status == 412:
+                    # Ours, if an internal retry of our own PUT got here first.
+                    theirs = self.store._read_manifest(self.kind, self.name, self.version)
+                    return theirs is not None and theirs.payload_dir == self.attempt
+                if code == "ConditionalRequestConflict" or status == 409:
+                    time.sleep(0.05 * (attempt + 1))  # a concurrent conditional PUT is in flight
+                    continue
+                if code in ("NotImplemented", "InvalidArgument") or status == 501:
+                    log.warning("%s: the object store has no conditional PUT; committing unconditionally",
+                                self.uri)
+                    fs.pipe_file(mpath, body)
+                    return True
+                raise
+        raise ArtifactError(f"{self.uri}: could not commit the manifest: conditional PUT kept conflicting")
+
+    def _lost_race(self, remote_dir: str) -> Artifact:
+        """Another writer committed this version: drop our payload, return theirs."""
+        theirs = self.store.get(self.kind, self.name, self.version)
+        if theirs.manifest.payload_dir == self.attempt:  # it is ours after all
+            self.committed = theirs
+        else:
+            with contextlib.suppress(OSError):
+                self.store.fs.rm(remote_dir, recursive=True)
+        return theirs

@@ -1,10 +1,30 @@
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from stages.rl.config import RLConfig
 
 
 class DomainRLConfig(RLConfig):
-    carryover_min_difficulty: float = Field(0.2, ge=0, le=1,
-                                            description="carry phase-1 prompts whose failure rate is at least this")
-    carryover_max_pass_rate: float = Field(0.95, ge=0, le=1,
-                                           description="...and whose pass rate is at most this (drop the solved)")
+    """Phase 2 of RL: the engine's settings on the domain prompts plus the phase-1 carryover.
+
+    Carryover keeps the phase-1 prompts of medium-to-high measured difficulty
+    (difficulty = 1 - pass rate, as measured by reasoning RL's prompt_stats):
+    those whose pass rate p satisfies
+    ``carryover_min_pass_rate <= p <= carryover_max_pass_rate``.
+    The upper bound drops what the policy already solves; the lower bound
+    (default 0: keep even the never-solved, i.e. hardest) can be raised to
+    drop all-fail prompts too.
+    """
+    carryover_max_pass_rate: float = Field(
+        0.8, ge=0, le=1, description="carry phase-1 prompts solved at most this often "
+                                     "(difficulty >= 1 - this): drops the easy ones")
+    carryover_min_pass_rate: float = Field(
+        0.0, ge=0, le=1, description="...and at least this often; 0 keeps the never-solved ones")
+    carryover_min_samples: int = Field(
+        1, ge=1, description="trust a measured pass rate only when it rests on this many samples")
+
+    @model_validator(mode="after")
+    def _band(self):
+        if self.carryover_min_pass_rate > self.carryover_max_pass_rate:
+            raise ValueError(f"carryover_min_pass_rate ({self.carryover_min_pass_rate}) is above "
+                             f"carryover_max_pass_rate ({self.carryover_max_pass_rate}): no prompt could be kept")
+        return self

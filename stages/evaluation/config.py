@@ -1,10 +1,22 @@
-from pydantic import Field
+from __future__ import annotations
+
+from pydantic import Field, model_validator
 
 from stages.common.config import StrictModel
 
 
 class EvalConfig(StrictModel):
+    """Sample each eval prompt, score it with the gym, report accuracy per suite."""
     seed: int = 0
     samples_per_prompt: int = Field(1, ge=1)
     max_new_tokens: int = Field(64, ge=1)
     temperature: float = Field(0.0, ge=0, description="0 = greedy")
+    batch_size: int = Field(128, ge=1, description="prompts per generate call (on CPU the per-step "
+                                                   "overhead dominates: big batches pay)")
+    report_examples: int = Field(2, ge=0, description="example responses per suite shown in report.md")
+
+    @model_validator(mode="after")
+    def _greedy_is_one_sample(self):
+        if self.temperature == 0 and self.samples_per_prompt > 1:
+            raise ValueError("samples_per_prompt > 1 needs temperature > 0 (greedy samples are all the same)")
+        return self

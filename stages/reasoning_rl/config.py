@@ -2,4 +2,4 @@ from stages.rl.config import RLConfig
 
 
 class ReasoningRLConfig(RLConfig):
-    pass
+    """Phase 1 of RL (ARCHITECTURE §1): the engine's settings on the reasoning prompts."""

@@ -1,4 +1,11 @@
-from pydantic import Field
+"""Settings of the RL engine that both RL stages configure (kept light: no torch here).
+
+The defaults are the tiny values that run each RL stage in a few seconds on
+2 CPU cores with the embedded tiny model; cluster settings are larger.
+"""
+from __future__ import annotations
+
+from pydantic import Field, field_validator
 
 from stages.common.config import StrictModel
 
@@ -6,9 +13,34 @@ from stages.common.config import StrictModel
 class RLConfig(StrictModel):
     """Settings of the RL engine shared by both RL stages."""
     seed: int = 0
-    steps: int = Field(4, ge=1)
-    prompts_per_step: int = Field(8, ge=1)
-    group_size: int = Field(4, ge=2)
+    steps: int = Field(4, ge=1, description="policy updates (one rollout batch each)")
+    prompts_per_step: int = Field(8, ge=1, description="GRPO groups per step")
+    group_size: int = Field(4, ge=2, description="completions sampled per prompt (N)")
     max_new_tokens: int = Field(48, ge=1)
-    temperature: float = Field(1.0, gt=0)
-    lr: float = Field(5e-5, gt=0)
+    temperature: float = Field(1.0, gt=0, description="sampling temperature; log-probs use the same")
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate (ARCHITECTURE §5: above ~1e-4 collapsed)")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0, description="clip the global gradient norm to this")
+    advantage: str = Field("grpo", description="advantage estimator, a name in stages.rl.advantages.ADVANTAGES")
+    advantage_eps: float = Field(1e-6, gt=0, description="added to the group std before dividing")
+    policy_loss: str = Field("ppo_clip_token_mean",
+                             description="policy loss, a name in stages.rl.losses.POLICY_LOSSES")
+    clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range: ratio kept in [1-eps, 1+eps]")
+    pass_threshold: float = Field(0.5, ge=0, lt=1,
+                                  description="a sample passes when its reward is above this (binary rewards: ==1)")
+
+    @field_validator("advantage")
+    @classmethod
+    def _known_advantage(cls, v: str) -> str:
+        from stages.rl.advantages import ADVANTAGES
+        if v not in ADVANTAGES:
+            raise ValueError(f"unknown advantage estimator '{v}' (known: {', '.join(sorted(ADVANTAGES))})")
+        return v
+
+    @field_validator("policy_loss")
+    @classmethod
+    def _known_loss(cls, v: str) -> str:
+        from stages.rl.losses import POLICY_LOSSES
+        if v not in POLICY_LOSSES:
+            raise ValueError(f"unknown policy loss '{v}' (known: {', '.join(sorted(POLICY_LOSSES))})")
+        return v

@@ -1,0 +1,37 @@
+# compass-rl: `make run` installs and runs the tiny pipeline; `make test` installs and runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt
+
+.PHONY: install install-test run test test-fast clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch goes first from the CPU wheel; otherwise pip pulls GBs of CUDA wheels (ARCHITECTURE §6).
+$(VENV)/.installed: $(BIN)/python pyproject.toml requirements/constraints.txt
+	$(PIP) torch==2.13.0
+	$(PIP) -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+run: install
+	$(BIN)/compass run
+
+# pytest exits 5 when it collects no test: that is a failure of the suite, not of make.
+test: install-test
+	COMPASS_PROGRESS=0 $(BIN)/python -m pytest -q -rs; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# Inner loop: everything but whole-pipeline and server tests.
+test-fast: install-test
+	COMPASS_PROGRESS=0 $(BIN)/python -m pytest -q -x -m "not slow"
+
+clean:
+	rm -rf $(VENV) artifacts .prefect .pytest_cache

@@ -1,0 +1,15 @@
+"""``compass bench NAME``: each benchmark prints a readable table and ends with one JSON line."""
+from __future__ import annotations
+
+import importlib
+
+BENCHMARKS = {
+    "pipeline-rerun": "compass.bench.pipeline_rerun",
+}
+
+
+def run_bench(name: str, argv: list[str]) -> int:
+    if name not in BENCHMARKS:
+        print(f"error: unknown benchmark '{name}'; known: {', '.join(sorted(BENCHMARKS))}")
+        return 2
+    return importlib.import_module(BENCHMARKS[name]).main(argv)

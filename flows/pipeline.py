@@ -1,0 +1,28 @@
+"""The pipeline flow: every stage of the DAG in order, each as one Prefect task."""
+from __future__ import annotations
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+
+from flows.stage_task import stage_task
+from stages.common.config import load_yaml, validate
+from stages.dag.config import PipelineConfig
+from stages.dag.run_plan import make_run_plan, summary_markdown
+
+
+@flow(name="pipeline", log_prints=True)
+def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = None, store: str | None = None,
+                  from_artifacts: list[str] | None = None, until: str | None = None) -> list[dict]:
+    cfg = validate(PipelineConfig, config, "config") if config is not None else load_yaml(PipelineConfig, config_path)
+    if store:
+        cfg.store = store
+    run = make_run_plan(cfg, from_artifacts, until)
+    made = dict(run.provided)
+    rows = []
+    for node in run.steps:
+        res = stage_task(node.stage, node.run_name, run.configs[node.run_name], run.inputs_for(node, made),
+                         run.store, run.store_options, node.outputs)
+        made.update({node.outputs[slot]: uri for slot, uri in res["outputs"].items()})
+        rows.append(res)
+    create_markdown_artifact(summary_markdown(rows, run.store), key="pipeline-summary")
+    return rows

@@ -1,0 +1,36 @@
+"""One Prefect flow per stage. Each re-runs one pipeline node (e.g. ``sft_domain``)
+from a config file, with inputs defaulting to the store's LATEST artifacts."""
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.stage_task import stage_task
+from stages.common.config import load_yaml
+from stages.dag.config import PipelineConfig
+from stages.dag.pipeline import PIPELINE
+from stages.dag.run_plan import node_call
+from stages.registry import STAGES
+
+
+def _make_stage_flow(stage: str, default_run: str):
+    @flow(name=stage, flow_run_name="{run_name}", log_prints=True)
+    def stage_flow(run_name: str = default_run, config_path: str = "configs/tiny.yaml",
+                   store: str | None = None, inputs: dict[str, str] | None = None) -> dict:
+        cfg = load_yaml(PipelineConfig, config_path)
+        if store:
+            cfg.store = store
+        return stage_task(**node_call(cfg, run_name, inputs))
+    stage_flow.__name__ = f"{stage}_flow"
+    return stage_flow
+
+
+STAGE_FLOWS = {s: _make_stage_flow(s, next(n.run_name for n in PIPELINE if n.stage == s)) for s in STAGES}
+
+world_flow = STAGE_FLOWS["world"]
+data_filter_flow = STAGE_FLOWS["data_filter"]
+sft_flow = STAGE_FLOWS["sft"]
+merge_flow = STAGE_FLOWS["merge"]
+genrm_flow = STAGE_FLOWS["genrm"]
+reasoning_rl_flow = STAGE_FLOWS["reasoning_rl"]
+domain_rl_flow = STAGE_FLOWS["domain_rl"]
+evaluation_flow = STAGE_FLOWS["evaluation"]

@@ -1,0 +1,5 @@
+import sys
+
+from stages.common.stage_cli import main
+
+sys.exit(main("genrm"))

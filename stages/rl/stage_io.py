@@ -1,0 +1,52 @@
+"""What both RL stages do around the engine: load the policy, train, write the three outputs.
+
+Outputs (slots of both RL stages):
+- ``checkpoint``: HF folder (``save_checkpoint``) plus ``metrics.jsonl`` (one JSON
+  object per step) and ``compass.json``; run summary in the manifest's ``extra``.
+- ``prompt_stats``: one row per prompt measured in this run.
+- ``rollouts``: one row per sampled completion.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Sequence
+
+import torch
+
+from stages.common.model_factory import load_checkpoint, save_checkpoint
+from stages.common.store import Artifact, ArtifactWriter
+from stages.rl.config import RLConfig
+from stages.rl.data import RLPrompt
+from stages.rl.engine import RLResult, ScoreFn, rollouts_table, train
+
+
+def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
+           log: logging.Logger, desc: str, extra: dict | None = None,
+           score_fn: ScoreFn | None = None) -> RLResult:
+    """Train ``policy`` on ``prompts`` with ``cfg`` and fill ``outputs`` (checkpoint, prompt_stats, rollouts).
+
+    ``extra`` (stage-specific facts, e.g. carryover counts) goes into every
+    output's manifest ``extra`` beside the run summary.
+    """
+    if not prompts:
+        raise ValueError(f"{desc}: no prompts to train on")
+    model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
+    log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
+             min(cfg.prompts_per_step, len(prompts)), cfg.group_size, policy.uri)
+    result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc)
+    summary = {**result.summary(), **(extra or {}), "policy": policy.uri, "provisional": True}
+
+    ckpt = outputs["checkpoint"]
+    save_checkpoint(model, tok, ckpt.dir, meta={"stage": desc, **summary})
+    with open(ckpt.path("metrics.jsonl"), "w") as f:
+        for row in result.metrics:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+    outputs["prompt_stats"].write_table(result.prompt_stats.table())
+    outputs["rollouts"].write_table(rollouts_table(result.rollouts))
+    for w in outputs.values():
+        w.extra.update(summary)
+    log.info("%s: reward %.3f -> %.3f, zero-variance rate %.2f, %d tokens in %.1fs", desc,
+             summary["reward_mean_first"], summary["reward_mean_last"], summary["zero_variance_rate"],
+             summary["tokens"], summary["time_s"])
+    return result

@@ -1,0 +1,63 @@
+"""Helpers for whole-pipeline tests: `compass` in a subprocess with its own Prefect home."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Smaller than tiny.yaml: these tests run the pipeline several times.
+E2E_OVERRIDES = {
+    "world": {"n_math": 120, "n_domain": 60, "n_preference_pairs": 24, "n_eval": 8},
+    "sft_longcot": {"steps": 6, "batch_size": 8},
+    "sft_domain": {"steps": 6, "batch_size": 8},
+    "genrm": {"steps": 3, "batch_size": 4},
+    "reasoning_rl": {"steps": 1, "prompts_per_step": 4, "group_size": 2, "max_new_tokens": 16},
+    "domain_rl": {"steps": 1, "prompts_per_step": 4, "group_size": 2, "max_new_tokens": 16},
+    "evaluation": {"max_new_tokens": 16},
+}
+
+
+def write_config(path: Path, store: str, **extra) -> Path:
+    base = yaml.safe_load((REPO / "configs" / "tiny.yaml").read_text())
+    for key, over in E2E_OVERRIDES.items():
+        base.setdefault(key, {}).update(over)
+    base["store"] = store
+    base.update(extra)
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+def compass_env(tmp: Path) -> dict:
+    env = dict(os.environ)
+    env.update(PREFECT_HOME=str(tmp / "prefect-home"), COMPASS_CACHE=str(tmp / "cache"),
+               COMPASS_PROGRESS="0", PREFECT_LOGGING_LEVEL="WARNING")
+    env.pop("PREFECT_API_URL", None)
+    return env
+
+
+def compass(args: list[str], tmp: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "compass.cli", *args], cwd=REPO, env=compass_env(tmp),
+                          capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"compass {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                             f"{proc.stderr[-5000:]}")
+    return proc
+
+
+def last_json(stdout: str) -> dict:
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in output:\n{stdout[-2000:]}")
+
+
+@pytest.fixture
+def e2e_tmp(tmp_path: Path) -> Path:
+    return tmp_path

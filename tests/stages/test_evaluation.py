@@ -1,0 +1,112 @@
+"""Evaluation: real generation on the base checkpoint, gym scoring, results table and report."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stages.common.store import ArtifactStore
+from stages.evaluation import stage as evaluation
+from stages.evaluation.config import EvalConfig
+
+FAST = dict(max_new_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def evaluated(world_arts, tmp_path_factory):
+    store = ArtifactStore(str(tmp_path_factory.mktemp("evaluation") / "store"))
+    inputs = {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}
+    result = evaluation.run(EvalConfig(**FAST), inputs, store)
+    return store, inputs, result, {s: store.open(u) for s, u in result.outputs.items()}
+
+
+def test_results_table(evaluated):
+    _, inputs, result, arts = evaluated
+    assert result.status == "ran"
+    assert arts["results"].kind == "eval_results" and arts["report"].kind == "report"
+    rows = arts["results"].read_table().to_pylist()
+    prompts = inputs["suites"].read_table().to_pylist()
+    assert len(rows) == len(prompts)
+    assert [r["prompt_id"] for r in rows] == [p["id"] for p in prompts]
+    assert {r["model"] for r in rows} == {inputs["model"].uri}
+    assert {r["suite"] for r in rows} == {"math", "ecommerce"}
+    for r in rows:
+        assert 0.0 <= r["score"] <= 1.0 and r["correct"] == (r["score"] == 1.0)
+        assert r["sample_idx"] == 0 and 0 < r["num_tokens"] <= FAST["max_new_tokens"]
+
+
+def test_accuracy_is_the_mean_of_correct(evaluated):
+    _, _, _, arts = evaluated
+    rows = arts["results"].read_table().to_pylist()
+    extra = arts["results"].manifest.extra
+    for suite, acc in extra["accuracy"].items():
+        sr = [r["correct"] for r in rows if r["suite"] == suite]
+        assert 0.0 <= acc <= 1.0 and acc == pytest.approx(sum(sr) / len(sr))
+    assert extra["overall_accuracy"] == pytest.approx(sum(r["correct"] for r in rows) / len(rows))
+    assert arts["report"].manifest.extra["accuracy"] == extra["accuracy"]
+
+
+def test_report_files(evaluated):
+    _, inputs, _, arts = evaluated
+    d = arts["report"].local_dir()
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["model"] == inputs["model"].uri
+    assert {k: v["accuracy"] for k, v in summary["suites"].items()} == arts["results"].manifest.extra["accuracy"]
+    assert set(summary["suites"]["math"]["accuracy_by_difficulty"]) == {"1", "2", "3", "4", "5"}
+    md = (d / "report.md").read_text()
+    for suite, s in summary["suites"].items():
+        assert f"| {suite} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} |" in md
+
+
+def test_greedy_is_deterministic_and_second_run_reuses(evaluated):
+    store, inputs, result, arts = evaluated
+    again = evaluation.run(EvalConfig(**FAST), inputs, store)
+    assert again.status == "reused" and again.outputs == result.outputs
+    forced = evaluation.run(EvalConfig(**FAST), inputs, store, force=True)
+    assert forced.status == "ran"
+    a = arts["results"].read_table().column("response").to_pylist()
+    b = store.open(forced.outputs["results"]).read_table().column("response").to_pylist()
+    assert a == b
+
+
+def test_several_samples_per_prompt(world_arts, tmp_path):
+    store = ArtifactStore(str(tmp_path / "s"))
+    cfg = EvalConfig(samples_per_prompt=2, temperature=1.0, max_new_tokens=4)
+    res = evaluation.run(cfg, {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}, store)
+    rows = store.open(res.outputs["results"]).read_table().to_pylist()
+    n = world_arts["eval_prompts"].manifest.rows
+    assert len(rows) == 2 * n
+    assert sorted({r["sample_idx"] for r in rows}) == [0, 1]
+
+
+def test_scoring_path_with_known_answers(world_arts, tmp_path, monkeypatch):
+    """The generation is replaced by the world's teacher (right) or a wrong answer, so the
+    stage's scoring and accounting are checked against known accuracies."""
+    prompts = {r["prompt"]: r for r in world_arts["eval_prompts"].read_table().to_pylist()}
+
+    def teacher(model, tok, batch, *, n, max_new_tokens, temperature, seed):
+        out = []
+        for p in batch:
+            r = prompts[p]
+            right = r["reference"] if r["domain"] == "ecommerce" else f"<think>ok.</think>{r['reference']}"
+            wrong = "Z" if r["domain"] == "ecommerce" else "<think>ok.</think>nope"
+            text = right if (r["difficulty"] or 1) <= 2 or r["domain"] == "ecommerce" else wrong
+            out.append([{"text": text, "ids": tok(text, add_special_tokens=False)["input_ids"]}] * n)
+        return out
+
+    monkeypatch.setattr(evaluation, "sample", teacher)
+    store = ArtifactStore(str(tmp_path / "s"))
+    res = evaluation.run(EvalConfig(), {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}, store)
+    extra = store.open(res.outputs["results"]).manifest.extra
+    assert extra["accuracy"]["ecommerce"] == 1.0
+    n_math = sum(1 for r in prompts.values() if r["domain"] == "math")
+    n_easy = sum(1 for r in prompts.values() if r["domain"] == "math" and r["difficulty"] <= 2)
+    assert extra["accuracy"]["math"] == pytest.approx(n_easy / n_math)
+    summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    by_d = summary["suites"]["math"]["accuracy_by_difficulty"]
+    assert by_d["1"] == by_d["2"] == 1.0 and by_d["3"] == by_d["4"] == by_d["5"] == 0.0
+
+
+def test_greedy_with_several_samples_is_a_config_error():
+    with pytest.raises(ValueError, match="temperature"):
+        EvalConfig(samples_per_prompt=4, temperature=0.0)

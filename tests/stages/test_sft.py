@@ -1,0 +1,101 @@
+"""SFT stage: real optimizer steps on a tiny model, a loadable HF checkpoint, reuse on re-run."""
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+import torch
+
+from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from stages.common.runner import StageInputError
+from stages.common.store import ArtifactStore
+from stages.sft import stage as sft
+from stages.sft.config import SFTConfig
+
+
+def _commit_checkpoint(store, name, model, tok):
+    w = store.begin("checkpoint", name, "v1", producer="test", stage="test", config_fingerprint="x",
+                    code_version="x")
+    save_checkpoint(model, tok, w.dir)
+    return w.commit()
+
+
+def _arith_samples(n: int, seed: int = 0, n_too_long: int = 0) -> pa.Table:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        a, b, c = rng.randint(1, 9), rng.randint(1, 9), rng.randint(1, 9)
+        s = a + b
+        rows.append({"id": f"m{i}", "domain": "math", "task": "arith", "language": "en",
+                     "prompt": f"{a}+{b}+{c}=?", "response": f"<think>{a}+{b}={s}. {s}+{c}={s + c}.</think>{s + c}"})
+    for i in range(n_too_long):
+        rows.append({"id": f"long{i}", "domain": "math", "task": "arith", "language": "en",
+                     "prompt": "1+1=?", "response": "<think>" + "1+1=2. " * 200 + "</think>2"})
+    return pa.Table.from_pylist(rows)
+
+
+@pytest.fixture()
+def world(tmp_path):
+    store = ArtifactStore(str(tmp_path / "a"))
+    tok = build_tokenizer("")
+    base = _commit_checkpoint(store, "base_ckpt", build_model(ModelConfig(), tok, seed=0), tok)
+    w = store.begin("sft_samples", "sft_longcot", "v1", producer="test", stage="test", config_fingerprint="x",
+                    code_version="x")
+    w.write_table(_arith_samples(96, n_too_long=3))
+    data = w.commit()
+    return store, tok, {"base": base, "data": data}
+
+
+def test_sft_default_config_trains_saves_and_is_reused(world, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    store, base_tok, inputs = world
+    cfg = SFTConfig()
+    res = sft.run(cfg, inputs, store, output_names={"checkpoint": "thinking_ckpt"})
+    assert res.status == "ran"
+    art = store.open(res.outputs["checkpoint"])
+    assert art.kind == "checkpoint" and art.name == "thinking_ckpt"
+    ex = art.manifest.extra
+    assert ex["steps"] == cfg.steps
+    assert ex["skipped_too_long"] == 3 and ex["samples_used"] == 96 and ex["samples"] == 99
+    assert ex["tokens"] > ex["supervised_tokens"] > 0
+    # Real learning: the loss falls well below its starting value (random init ~ log(vocab) ≈ 4.7).
+    assert ex["loss_last5_mean"] < 0.75 * ex["loss_first5_mean"], ex
+
+    # The checkpoint is a plain HF folder: transformers loads it without our helpers.
+    d = art.local_dir()
+    model = AutoModelForCausalLM.from_pretrained(str(d))
+    tok = AutoTokenizer.from_pretrained(str(d))
+    assert tok.get_vocab() == base_tok.get_vocab()
+    text = "<|user|>7+8=?<|end|><|assistant|><think>7+8=15.</think>15<|end|>"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == text
+    assert tok.convert_ids_to_tokens(ids[:1]) == ["<|user|>"]
+    base_model = AutoModelForCausalLM.from_pretrained(str(inputs["base"].local_dir()))
+    trained, base_sd = model.state_dict(), base_model.state_dict()
+    assert trained.keys() == base_sd.keys()
+    assert any(not torch.equal(trained[k], base_sd[k]) for k in trained)
+    assert all(torch.isfinite(v).all() for v in trained.values())
+
+    again = sft.run(cfg, inputs, store, output_names={"checkpoint": "thinking_ckpt"})
+    assert again.status == "reused" and again.version == res.version
+    assert again.outputs == res.outputs
+
+
+def test_sft_is_seeded(world, monkeypatch):
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    store, _, inputs = world
+    cfg = SFTConfig(steps=3, batch_size=4)
+    a = store.open(sft.run(cfg, inputs, store).outputs["checkpoint"]).manifest.extra
+    b = store.open(sft.run(cfg, inputs, store, force=True).outputs["checkpoint"]).manifest.extra
+    assert a["loss_first"] == b["loss_first"] and a["loss_last"] == b["loss_last"]
+    c = store.open(sft.run(cfg.model_copy(update={"seed": 1}), inputs, store).outputs["checkpoint"]).manifest.extra
+    assert c["loss_first"] != a["loss_first"]
+
+
+def test_sft_refuses_when_no_pair_fits(world):
+    store, _, inputs = world
+    with pytest.raises(StageInputError, match="max_len=8"):
+        sft.run(SFTConfig(max_len=8, steps=1), inputs, store)
+    assert store.list("checkpoint", "checkpoint") == []
