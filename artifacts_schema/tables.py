@@ -101,7 +101,9 @@ def table_schema(kind: str) -> pa.Schema:
 
 
 def _family(t: pa.DataType) -> str:
-    if pat.is_string(t) or pat.is_large_string(t):
+    if pat.is_dictionary(t):  # e.g. a pandas categorical: judged by its values
+        return _family(t.value_type)
+    if pat.is_string(t) or pat.is_large_string(t) or pat.is_string_view(t):
         return "string"
     if pat.is_integer(t):
         return "integer"
@@ -123,6 +125,8 @@ def conform(table: pa.Table, kind: str, where: str) -> pa.Table:
     for field in schema:
         if field.name not in table.column_names:
             raise SchemaError(f"{where}: missing column '{field.name}' (table kind {kind} needs {field.type})")
+        if table.column_names.count(field.name) > 1:
+            raise SchemaError(f"{where}: column '{field.name}' appears {table.column_names.count(field.name)} times")
         col = table.column(field.name)
         if col.type != field.type:
             if _family(col.type) != _family(field.type) and not (

@@ -17,12 +17,15 @@ Errors are one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from datetime import datetime
 
 DEFAULT_STORE = "./artifacts"
+DESCRIPTION = ("Inspect a versioned artifact store: list artifacts, show one, print its lineage, "
+               "verify checksums and schemas, collect garbage.")
 
 
 class CLIError(Exception):
@@ -75,7 +78,7 @@ def _add_subcommands(sub) -> None:
 def add_artifacts_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``artifacts`` (with ls/show/lineage/verify/gc) to a CLI's subparsers; dispatch with ``run_artifacts``."""
     p = subparsers.add_parser("artifacts", help="inspect the artifact store (ls, show, lineage, verify, gc)",
-                              description=__doc__.split("\n\n")[0])
+                              description=DESCRIPTION)
     sub = p.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,lineage,verify,gc}")
     _add_subcommands(sub)
     p.set_defaults(func=run_artifacts)
@@ -83,7 +86,7 @@ def add_artifacts_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="compass artifacts", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="compass artifacts", description=DESCRIPTION)
     sub = ap.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,lineage,verify,gc}")
     _add_subcommands(sub)
     return ap
@@ -392,6 +395,10 @@ def run_artifacts(args) -> int:
     try:
         store = open_store(args)
         return COMMANDS[args.artifacts_command](args, store)
+    except BrokenPipeError:  # e.g. `compass artifacts ls | head`
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (CLIError, ArtifactError, SchemaError, ValueError, OSError, ImportError) as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""Stage packages by name. Each ``stages/<name>/stage.py`` defines SPEC and run()."""
+"""Stage packages by name. Each ``stages/<name>/spec.py`` defines SPEC and run(); the heavy
+body lives in ``stages/<name>/stage.py`` and is imported only when the stage runs."""
 from __future__ import annotations
 
 import importlib
@@ -9,7 +10,7 @@ STAGES = ("world", "data_filter", "sft", "merge", "genrm", "reasoning_rl", "doma
 def stage_module(name: str):
     if name not in STAGES:
         raise KeyError(f"unknown stage '{name}'; known: {', '.join(STAGES)}")
-    return importlib.import_module(f"stages.{name}.stage")
+    return importlib.import_module(f"stages.{name}.spec")
 
 
 def stage_spec(name: str):

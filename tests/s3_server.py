@@ -149,6 +149,15 @@ def _workdir() -> Path:
     return d
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the test process dies, however it dies (Linux), so no server outlives it."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _answers(endpoint: str) -> bool:
     try:
         with urllib.request.urlopen(endpoint + "/", timeout=1):
@@ -185,7 +194,7 @@ def start_s3_server(bucket: str = DEFAULT_BUCKET, timeout: float = 60.0, weed: s
     server = S3Server(endpoint=endpoint, bucket=bucket, workdir=workdir, log_path=log_path, command=cmd)
     with open(log_path, "wb") as log:
         server.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       cwd=workdir, start_new_session=True)
+                                       cwd=workdir, preexec_fn=_die_with_parent)
     try:
         deadline = time.monotonic() + timeout
         while not _answers(endpoint):

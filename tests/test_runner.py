@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 
-import pyarrow as pa
 import pytest
 from pydantic import Field
 
@@ -15,8 +14,8 @@ from stages.common import runner
 from stages.common.config import ConfigError, StrictModel
 from stages.common.runner import (InfraError, StageInputError, StageSpec, execute, is_infra_error,
                                   plan_version)
-from stages.common.store import ArtifactCorrupt, ArtifactNotFound, ArtifactStore
-from test_store import META, prompts_table, version_entries
+from stages.common.store import ArtifactCorrupt, ArtifactError, ArtifactNotFound, ArtifactStore
+from test_store import prompts_table, version_entries
 
 
 class FakeConfig(StrictModel):
@@ -151,6 +150,16 @@ def test_failure_in_second_output_keeps_no_half_run(local_store: ArtifactStore, 
     assert local_store.gc(grace_s=0, dry_run=True)  # the empty version directories
     local_store.gc(grace_s=0)
     assert local_store.gc(grace_s=0, dry_run=True) == []
+
+
+def test_output_without_files_is_an_error(local_store: ArtifactStore, code):
+    def forgets_the_model(config, inputs, outputs):
+        outputs["table"].write_table(prompts_table(2))
+    spec = StageSpec(name="fake_stage", config=FakeConfig, inputs={},
+                     outputs={"table": "prompts", "model": "checkpoint"}, body=forgets_the_model)
+    with pytest.raises(ArtifactError, match=r"output 'model' \(checkpoint model\) is empty"):
+        execute(spec, FakeConfig(), {}, local_store)
+    assert local_store.list() == []
 
 
 def test_force_runs_the_body_but_keeps_the_committed_version(local_store: ArtifactStore, code):

@@ -362,7 +362,7 @@ def test_gc_prune_keeps_everything_reachable_from_latest(any_store: ArtifactStor
     data = write_prompts(any_store, name="rl_prompts", version="d1")  # LATEST -> d1
     base = write_checkpoint(any_store, "base_ckpt", "b1", latest=False)  # no alias, but an input of ckpt
     write_checkpoint(any_store, "ckpt", "c0", inputs=[base.ref("base"), data_old.ref("data")])
-    ckpt = write_checkpoint(any_store, "ckpt", "c1", inputs=[base.ref("base"), data.ref("data")])
+    write_checkpoint(any_store, "ckpt", "c1", inputs=[base.ref("base"), data.ref("data")])
     orphan = write_checkpoint(any_store, "scratch", "s1", latest=False)
 
     assert any_store.gc(prune=True) == []  # all committed a moment ago: inside the grace period
@@ -472,3 +472,24 @@ def test_commit_twice_and_abort_after_commit_keep_the_artifact(any_store: Artifa
     assert w.commit() is art  # e.g. a stage body committed, then the runner does
     w.abort()  # the runner's clean-up after a later failure must not touch a committed payload
     assert reopen(any_store, tmp_path).get("prompts", "p", "v1").read_table().num_rows == 3
+
+
+def test_conform_edge_cases():
+    from artifacts_schema import conform
+    t = prompts_table(3)
+    cat = t.set_column(1, "domain", t.column("domain").dictionary_encode())  # a pandas categorical
+    assert conform(cat, "prompts", "x").schema.field("domain").type == pa.string()
+    big = t.set_column(4, "prompt", t.column("prompt").cast(pa.large_string()))
+    assert conform(big, "prompts", "x").schema.field("prompt").type == pa.string()
+    extra = t.append_column("note", pa.array(["n"] * 3))
+    assert conform(extra, "prompts", "x").column("note").to_pylist() == ["n"] * 3  # extra columns are kept
+    ints_as_floats = t.set_column(8, "pass_rate", pa.array([1, 0, 1], pa.int64()))
+    assert conform(ints_as_floats, "prompts", "x").column("pass_rate").to_pylist() == [1.0, 0.0, 1.0]
+    with pytest.raises(SchemaError, match="x: column 'difficulty' has type double"):
+        conform(t.set_column(7, "difficulty", pa.array([1.5] * 3)), "prompts", "x")
+    with pytest.raises(SchemaError, match="x: column 'difficulty' cannot be read as int32"):
+        conform(t.set_column(7, "difficulty", pa.array([2 ** 40] * 3)), "prompts", "x")
+    with pytest.raises(SchemaError, match="x: column 'id' appears 2 times"):
+        conform(t.append_column("id", pa.array(["a"] * 3)), "prompts", "x")
+    with pytest.raises(SchemaError, match="unknown table kind 'nope'"):
+        conform(t, "nope", "x")

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 
 def _run(cmd: list[str], env: dict) -> tuple[float, dict]:

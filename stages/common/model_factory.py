@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
-
 import torch
-from pydantic import Field
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import (AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config, Qwen3MoeConfig)
 
-from stages.common.config import StrictModel
+from stages.common.model_config import ModelConfig  # noqa: F401  (re-exported)
 
 PAD, UNK, EOS = "<|pad|>", "<|unk|>", "<|end|>"
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
@@ -27,21 +24,6 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-
-
-class ModelConfig(StrictModel):
-    """Architecture of the tiny base model (a Qwen3-MoE, or dense Qwen3)."""
-    arch: Literal["qwen3_moe", "qwen3"] = "qwen3_moe"
-    hidden_size: int = Field(64, gt=0)
-    num_layers: int = Field(2, gt=0)
-    num_heads: int = Field(2, gt=0)
-    num_kv_heads: int = Field(1, gt=0)
-    head_dim: int = Field(32, ge=32, description="vLLM needs 32, 64, ...")
-    intermediate_size: int = Field(128, gt=0, description="dense MLP width")
-    num_experts: int = Field(4, gt=0)
-    experts_per_token: int = Field(2, gt=0)
-    expert_size: int = Field(64, gt=0, description="per-expert MLP width")
-    max_positions: int = Field(512, gt=0)
 
 
 def build_tokenizer(corpus_chars: str) -> PreTrainedTokenizerFast:

@@ -7,6 +7,7 @@ knows nothing of Prefect.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -15,7 +16,7 @@ from typing import Callable
 from pydantic import BaseModel
 
 from stages.common.fingerprint import code_version, digest, run_version, VERSION_LEN
-from stages.common.store import Artifact, ArtifactStore, ArtifactWriter
+from stages.common.store import Artifact, ArtifactError, ArtifactStore, ArtifactWriter
 
 log = logging.getLogger("compass.runner")
 
@@ -66,8 +67,15 @@ class StageSpec:
     config: type[BaseModel]
     inputs: dict[str, str]             # slot -> artifact kind
     outputs: dict[str, str]            # slot -> artifact kind
-    body: Body
+    body: Body | str                   # the function, or "module:function" imported only when it runs
     libraries: tuple[str, ...] = ("common",)  # shared packages whose code is part of the version
+
+
+    def resolve_body(self) -> Body:
+        if callable(self.body):
+            return self.body
+        module, _, func = self.body.partition(":")
+        return getattr(importlib.import_module(module), func)
 
 
 @dataclass
@@ -136,7 +144,11 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
                   inputs=[a.ref(slot) for slot, a in sorted(inputs.items())])
     writers = {s: store.begin(spec.outputs[s], names[s], version, **common) for s in spec.outputs}
     try:
-        spec.body(config, inputs, writers)
+        spec.resolve_body()(config, inputs, writers)
+        for slot, w in writers.items():
+            if w.committed is None and not any(p.is_file() for p in w.dir.rglob("*")):
+                raise ArtifactError(f"stage {spec.name}: output '{slot}' ({w.kind} {w.name}) is empty: "
+                                    f"the stage wrote no files for it")
         arts = {s: w.commit() for s, w in writers.items()}
     except BaseException:
         for w in writers.values():

@@ -5,14 +5,16 @@ directory per write attempt, ``{version}/data-{epoch}-{rand}/``. Writers fill
 their own payload directory and then write the manifest, which names that
 directory: the manifest is the commit marker. Two writers of one version
 never touch each other's files, so whichever manifest a reader sees points at
-a complete, checksummed payload; the loser's payload is left for ``gc``.
+a complete, checksummed payload. Exactly one manifest wins: locally by a hard
+link (atomic create-if-absent), on S3 by a conditional PUT (``If-None-Match: *``).
+The loser removes its own payload and returns the winner's artifact; what a
+crashed writer leaves behind is invisible to readers and removed by ``gc``.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import io
-import json
 import logging
 import os
 import secrets

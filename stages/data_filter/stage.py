@@ -24,7 +24,6 @@ from collections import Counter
 
 import pyarrow as pa
 
-from stages.common.runner import StageSpec, execute
 from stages.common.store import Artifact, ArtifactWriter
 from stages.data_filter.config import DataFilterConfig
 from stages.data_filter.filters import (Decontaminator, answer_reason, final_answer, is_reasoning, normalize,
@@ -155,13 +154,4 @@ def _body(config: DataFilterConfig, inputs: dict[str, Artifact], outputs: dict[s
              len(rejected["prompts"]), reasons["prompts"])
 
 
-SPEC = StageSpec(
-    name="data_filter", config=DataFilterConfig,
-    inputs={"sft": "sft_samples", "prompts": "prompts", "eval": "prompts"},
-    outputs={"sft_longcot": "sft_samples", "sft_domain": "sft_samples", "rl_prompts": "prompts",
-             "quarantine": "quarantine"},
-    body=_body, libraries=("common", "gym"))
-
-
-def run(config: DataFilterConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.data_filter.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

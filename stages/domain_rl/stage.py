@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 
-from stages.common.runner import StageSpec, execute
 from stages.domain_rl.carryover import select_carryover
 from stages.domain_rl.config import DomainRLConfig
 from stages.rl.data import is_reasoning_prompt, prompts_from_table
@@ -64,12 +63,4 @@ def _body(config: DomainRLConfig, inputs, outputs) -> None:
     run_rl(config, inputs["policy"], prompts, outputs, log=log, desc="domain_rl", extra=extra)
 
 
-SPEC = StageSpec(name="domain_rl", config=DomainRLConfig,
-                 inputs={"policy": "checkpoint", "prompts": "prompts", "carryover": "prompt_stats",
-                         "genrm": "checkpoint"},
-                 outputs={"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"},
-                 body=_body, libraries=("common", "gym", "rl"))
-
-
-def run(config, inputs, store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.domain_rl.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

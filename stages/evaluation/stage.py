@@ -22,7 +22,6 @@ import pyarrow as pa
 from stages.common.lm import sample
 from stages.common.model_factory import load_checkpoint
 from stages.common.progress import progress
-from stages.common.runner import StageSpec, execute
 from stages.common.store import Artifact, ArtifactWriter
 from stages.evaluation.config import EvalConfig
 from stages.gym.provisional import THINK_CLOSE, score
@@ -139,10 +138,4 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
         log.info("%s: accuracy %.3f over %d samples", name, s["accuracy"], s["samples"])
 
 
-SPEC = StageSpec(
-    name="evaluation", config=EvalConfig, inputs={"model": "checkpoint", "suites": "prompts"},
-    outputs={"results": "eval_results", "report": "report"}, body=_body, libraries=("common", "gym"))
-
-
-def run(config: EvalConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.evaluation.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -21,7 +21,7 @@ import torch
 
 from stages.common.lm import encode_sft_pair, sample
 from stages.common.model_factory import load_checkpoint, save_checkpoint
-from stages.common.runner import StageInputError, StageSpec, execute
+from stages.common.runner import StageInputError
 from stages.common.store import Artifact, ArtifactWriter
 from stages.genrm.config import GenRMConfig
 from stages.genrm.verdict import SWAP, judge_prompt, normalize_label, parse_verdict, verdict_text
@@ -127,9 +127,4 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     out.extra.update(metrics)
 
 
-SPEC = StageSpec(name="genrm", config=GenRMConfig, inputs={"base": "checkpoint", "pairs": "preference_pairs"},
-                 outputs={"checkpoint": "checkpoint"}, body=_body, libraries=("common", "sft"))
-
-
-def run(config: GenRMConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.genrm.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -25,7 +25,7 @@ import torch
 import yaml
 
 from stages.common.model_factory import save_checkpoint
-from stages.common.runner import StageInputError, StageSpec, execute
+from stages.common.runner import StageInputError
 from stages.common.store import Artifact, ArtifactWriter
 from stages.merge.config import MergeConfig
 
@@ -206,10 +206,4 @@ def _load_tokenizer(d: Path):
     return tok
 
 
-SPEC = StageSpec(name="merge", config=MergeConfig,
-                 inputs={"base": "checkpoint", "thinking": "checkpoint", "domain": "checkpoint"},
-                 outputs={"checkpoint": "checkpoint"}, body=_body, libraries=("common",))
-
-
-def run(config: MergeConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.merge.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

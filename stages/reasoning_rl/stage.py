@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 
-from stages.common.runner import StageSpec, execute
 from stages.reasoning_rl.config import ReasoningRLConfig
 from stages.rl.data import is_reasoning_prompt, prompts_from_table
 from stages.rl.stage_io import run_rl
@@ -34,11 +33,4 @@ def _body(config: ReasoningRLConfig, inputs, outputs) -> None:
            extra={"prompts_available": len(prompts), "prompts_table_rows": table.num_rows})
 
 
-SPEC = StageSpec(name="reasoning_rl", config=ReasoningRLConfig,
-                 inputs={"policy": "checkpoint", "prompts": "prompts"},
-                 outputs={"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"},
-                 body=_body, libraries=("common", "gym", "rl"))
-
-
-def run(config, inputs, store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.reasoning_rl.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

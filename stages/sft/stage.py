@@ -16,7 +16,7 @@ import logging
 import torch
 
 from stages.common.model_factory import load_checkpoint, save_checkpoint
-from stages.common.runner import StageInputError, StageSpec, execute
+from stages.common.runner import StageInputError
 from stages.common.store import Artifact, ArtifactWriter
 from stages.sft.config import SFTConfig
 from stages.sft.train import encode_table, train_sft
@@ -63,9 +63,4 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     out.extra.update(metrics)
 
 
-SPEC = StageSpec(name="sft", config=SFTConfig, inputs={"base": "checkpoint", "data": "sft_samples"},
-                 outputs={"checkpoint": "checkpoint"}, body=_body, libraries=("common",))
-
-
-def run(config: SFTConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.sft.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -66,15 +66,15 @@ class _Ids:
 
 
 def _contaminated(variant: int, eval_math: list[Item], eval_mcq: list[Item], rng: random.Random,
-                  new_id) -> Item | None:
-    """A copy of an eval item: exact (0: math, 1: mcq), embedded in a longer
-    question (2: math) or with another brand in the title (3: mcq)."""
-    pool = eval_math if variant % 2 == 0 else eval_mcq
+                  new_id, used: set[str]) -> Item | None:
+    """A copy of an eval item not copied before: exact (0: math, 1: mcq),
+    embedded in a longer question (2: math) or with another brand in the title (3: mcq)."""
+    first, second = (eval_math, eval_mcq) if variant % 2 == 0 else (eval_mcq, eval_math)
+    pool = [it for it in first if it.id not in used] or [it for it in second if it.id not in used]
     if not pool:
-        pool = eval_mcq or eval_math
-        if not pool:
-            return None
+        return None
     src = rng.choice(pool)
+    used.add(src.id)
     item = Item(**{**src.__dict__, "id": new_id(src.domain)})
     if variant == 2 and src.domain == "math":
         item.prompt = "Quick question. " + src.prompt
@@ -107,6 +107,7 @@ def build_world(cfg: WorldConfig) -> World:
     r = random.Random(f"{seed}:plant")
     new_id = _Ids(cfg.n_math, cfg.n_domain)
     clean_sft, clean_prompts = [row for row, _ in sft], [row for row, _ in prompts]
+    leaked: set[str] = set()
     for j in range(cfg.n_planted):
         if clean_sft:
             src = r.choice(clean_sft)
@@ -125,7 +126,7 @@ def build_world(cfg: WorldConfig) -> World:
         else:
             it = fac.mcq(r, new_id("ecommerce"))
             sft.append((it.sft_row(wrong_mcq_response(r, it)), "wrong_answer"))
-        it = _contaminated(j % 2, eval_math, eval_mcq, r, new_id)
+        it = _contaminated(j % 2, eval_math, eval_mcq, r, new_id, leaked)
         if it is not None:
             sft.append((it.sft_row(), "contaminated"))
 
@@ -133,7 +134,7 @@ def build_world(cfg: WorldConfig) -> World:
             src = r.choice(clean_prompts)
             prompts.append(({**src, "id": new_id(src["domain"]), "prompt": _respace(src["prompt"]),
                              "_copy_of": src["id"]}, "duplicate"))
-        it = _contaminated(2 + j % 2, eval_math, eval_mcq, r, new_id)
+        it = _contaminated(2 + j % 2, eval_math, eval_mcq, r, new_id, leaked)
         if it is not None:
             prompts.append((it.prompt_row(), "contaminated"))
         it = fac.math(r, r.randint(1, 5), new_id("math")) if j % 2 == 0 else fac.mcq(r, new_id("ecommerce"))

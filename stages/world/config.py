@@ -5,7 +5,7 @@ from typing import Literal
 from pydantic import Field
 
 from stages.common.config import StrictModel
-from stages.common.model_factory import ModelConfig
+from stages.common.model_config import ModelConfig
 
 
 class WorldConfig(StrictModel):

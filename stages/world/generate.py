@@ -19,6 +19,9 @@ import json
 import random
 from dataclasses import dataclass, field
 
+from stages.data_filter.filters import ngram_tokens
+
+LEAK_NGRAM = 13  # data_filter's default decontamination n-gram
 MATH_VERIFIER = json.dumps({"type": "math_exact"})
 MCQ_VERIFIER = json.dumps({"type": "mcq"})
 LETTERS = "ABCD"
@@ -203,10 +206,16 @@ def wrong_mcq_response(rng: random.Random, item: Item) -> str:
 
 # -- unique item pools ------------------------------------------------------------
 class ItemFactory:
-    """Hands out items whose prompts are unique across the whole world."""
+    """Hands out items whose prompts are unique across the whole world.
+
+    Multiple-choice items also share no ``LEAK_NGRAM``-gram (data_filter's
+    tokens): items that differ only in brand or adjective would otherwise look
+    like leaks of each other to the decontamination filter.
+    """
 
     def __init__(self, languages: list[str]):
         self.seen: set = set()
+        self.grams: set[tuple[str, ...]] = set()
         self.languages = list(languages)
         self.weights = [2] + [1] * (len(languages) - 1)
 
@@ -223,7 +232,10 @@ class ItemFactory:
         lang = language or rng.choices(self.languages, weights=self.weights)[0]
         for _ in range(1000):
             it = make_mcq(rng, lang, item_id)
-            if it.extra["key"] not in self.seen:
+            toks = ngram_tokens(it.prompt)
+            grams = {tuple(toks[k:k + LEAK_NGRAM]) for k in range(len(toks) - LEAK_NGRAM + 1)}
+            if it.extra["key"] not in self.seen and not grams & self.grams:
                 self.seen.add(it.extra["key"])
+                self.grams |= grams
                 return it
         raise ValueError(f"cannot make another unique e-commerce item in language {lang}")

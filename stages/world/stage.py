@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 
 from stages.common.model_factory import build_model, build_tokenizer, save_checkpoint
-from stages.common.runner import StageSpec, execute
 from stages.common.store import Artifact, ArtifactWriter
 from stages.world.build import build_world
 from stages.world.config import WorldConfig
@@ -54,12 +53,4 @@ def _body(config: WorldConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     log.info("base: %s with %d parameters, vocabulary %d", config.model.arch, n_params, len(tok))
 
 
-SPEC = StageSpec(
-    name="world", config=WorldConfig, inputs={},
-    outputs={"raw_sft": "sft_samples", "raw_prompts": "prompts", "preferences": "preference_pairs",
-             "eval_prompts": "prompts", "base": "checkpoint"},
-    body=_body, libraries=("common",))
-
-
-def run(config: WorldConfig, inputs: dict[str, Artifact], store, **kw):
-    return execute(SPEC, config, inputs, store, **kw)
+from stages.world.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from stages.common.store import ArtifactStore
 from tests.e2e.conftest import compass, write_config
@@ -27,7 +28,9 @@ def test_misspelled_config_key(e2e_tmp: Path):
 
 def test_wrong_type_in_config(e2e_tmp: Path):
     cfg = write_config(e2e_tmp / "bad.yaml", str(e2e_tmp / "store"))
-    cfg.write_text(cfg.read_text().replace("sft_longcot:\n", "sft_longcot:\n  lr: fast\n", 1))
+    data = yaml.safe_load(cfg.read_text())
+    data["sft_longcot"]["lr"] = "fast"
+    cfg.write_text(yaml.safe_dump(data))
     proc = compass(["run", "--config", str(cfg)], e2e_tmp, check=False)
     assert proc.returncode == 2
     lines = _error_lines(proc.stderr)

@@ -150,6 +150,12 @@ def test_second_run_reuses(world_store, world_config, world_result):
     assert again.status == "reused" and again.outputs == world_result.outputs
 
 
+def test_world_avoids_leaks_at_the_filters_default_ngram():
+    from stages.data_filter.config import DataFilterConfig
+    from stages.world.generate import LEAK_NGRAM
+    assert LEAK_NGRAM == DataFilterConfig().decontam_ngram
+
+
 def test_clean_world_plants_nothing():
     w = build_world(small_world_config(n_planted=0))
     assert w.planted == {"raw_sft": {}, "raw_prompts": {}}

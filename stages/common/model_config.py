@@ -1,0 +1,23 @@
+"""Architecture settings of the tiny models (light: no torch import)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from stages.common.config import StrictModel
+
+
+class ModelConfig(StrictModel):
+    """Architecture of the tiny base model (a Qwen3-MoE, or dense Qwen3)."""
+    arch: Literal["qwen3_moe", "qwen3"] = "qwen3_moe"
+    hidden_size: int = Field(64, gt=0)
+    num_layers: int = Field(2, gt=0)
+    num_heads: int = Field(2, gt=0)
+    num_kv_heads: int = Field(1, gt=0)
+    head_dim: int = Field(32, ge=32, description="vLLM needs 32, 64, ...")
+    intermediate_size: int = Field(128, gt=0, description="dense MLP width")
+    num_experts: int = Field(4, gt=0)
+    experts_per_token: int = Field(2, gt=0)
+    expert_size: int = Field(64, gt=0, description="per-expert MLP width")
+    max_positions: int = Field(512, gt=0)

@@ -1,0 +1,18 @@
+"""Contract of the data_filter stage: its slots and config. Light to import: the body
+(stages/data_filter/stage.py) is loaded only when the stage really runs."""
+from __future__ import annotations
+
+from stages.common.runner import StageSpec, execute
+from stages.data_filter.config import DataFilterConfig
+
+SPEC = StageSpec(
+    name="data_filter", config=DataFilterConfig,
+    inputs={"sft": "sft_samples", "prompts": "prompts", "eval": "prompts"},
+    outputs={"sft_longcot": "sft_samples", "sft_domain": "sft_samples", "rl_prompts": "prompts",
+             "quarantine": "quarantine"},
+    body="stages.data_filter.stage:_body", libraries=("common", "gym"))
+
+
+def run(config: DataFilterConfig, inputs: dict, store, **kw):
+    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    return execute(SPEC, config, inputs, store, **kw)

@@ -1,0 +1,14 @@
+"""Contract of the genrm stage: its slots and config. Light to import: the body
+(stages/genrm/stage.py) is loaded only when the stage really runs."""
+from __future__ import annotations
+
+from stages.common.runner import StageSpec, execute
+from stages.genrm.config import GenRMConfig
+
+SPEC = StageSpec(name="genrm", config=GenRMConfig, inputs={"base": "checkpoint", "pairs": "preference_pairs"},
+                 outputs={"checkpoint": "checkpoint"}, body="stages.genrm.stage:_body", libraries=("common", "sft"))
+
+
+def run(config: GenRMConfig, inputs: dict, store, **kw):
+    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    return execute(SPEC, config, inputs, store, **kw)
