@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
 from pathlib import Path
+
+from stages.common.logs import setup_logging
 
 REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -137,8 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    logging.basicConfig(level=os.environ.get("COMPASS_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logging()
     ap = build_parser()
     if argv[:1] == ["stage"] and len(argv) >= 2:
         args, rest = ap.parse_known_args(argv[:2])

@@ -10,3 +10,8 @@ os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Stage logs use plain logging under "compass"; this sends them to the run's Prefect logs too.
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "compass")
+
+import logging  # noqa: E402
+
+# Prefect leaves the root logger at WARNING in flow-run processes; stage progress is INFO.
+logging.getLogger("compass").setLevel(os.environ.get("COMPASS_LOG_LEVEL", "INFO"))

@@ -13,15 +13,15 @@ from stages.registry import STAGES
 
 
 def _make_stage_flow(stage: str, default_run: str):
-    @flow(name=stage, flow_run_name="{run_name}", log_prints=True)
     def stage_flow(run_name: str = default_run, config_path: str = "configs/tiny.yaml",
                    store: str | None = None, inputs: dict[str, str] | None = None) -> dict:
         cfg = load_yaml(PipelineConfig, config_path)
         if store:
             cfg.store = store
         return stage_task(**node_call(cfg, run_name, inputs))
-    stage_flow.__name__ = f"{stage}_flow"
-    return stage_flow
+    # Served deployments re-import the flow by its qualified name: it must be the module-level one.
+    stage_flow.__name__ = stage_flow.__qualname__ = f"{stage}_flow"
+    return flow(name=stage, flow_run_name="{run_name}", log_prints=True)(stage_flow)
 
 
 STAGE_FLOWS = {s: _make_stage_flow(s, next(n.run_name for n in PIPELINE if n.stage == s)) for s in STAGES}

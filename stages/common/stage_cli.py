@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 import yaml
 
 from stages.common.config import ConfigError, validate
+from stages.common.logs import setup_logging
 from stages.common.store import Artifact, ArtifactError, ArtifactStore
 
 
@@ -40,7 +40,7 @@ def main(stage: str, argv: list[str] | None = None) -> int:
     ap.add_argument("--run-name")
     ap.add_argument("--force", action="store_true", help="run even if this version is stored")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logging()
     try:
         data = {}
         if args.config:
