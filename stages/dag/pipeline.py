@@ -69,8 +69,10 @@ def plan(provided: set[str], until: str | None = None, nodes=PIPELINE) -> list[N
             raise ValueError(f"--until: no stage run named '{until}'; known: {[n.run_name for n in nodes]}")
         targets = set(next(n for n in nodes if n.run_name == until).outputs.values())
     else:
+        # The terminal runs (none of their outputs feeds another run) are the goal. Side outputs
+        # of inner runs (quarantine, rollouts) are made when their run is, not targets themselves.
         consumed = {a for n in nodes for a in n.inputs.values()}
-        targets = {a for n in nodes for a in n.outputs.values() if a not in consumed}
+        targets = {a for n in nodes if not set(n.outputs.values()) & consumed for a in n.outputs.values()}
     needed = set(targets) - provided
     for n in reversed(nodes):
         if any(a in needed for a in n.outputs.values()):

@@ -1,0 +1,60 @@
+"""Planning the DAG: what runs for a given set of provided artifacts and targets."""
+from __future__ import annotations
+
+import pytest
+
+from stages.dag.config import PipelineConfig
+from stages.dag.pipeline import PIPELINE, plan, producers
+from stages.registry import stage_spec
+
+ALL = [n.run_name for n in PIPELINE]
+
+
+def names(nodes):
+    return [n.run_name for n in nodes]
+
+
+def test_whole_pipeline_runs_every_stage_in_dag_order():
+    assert names(plan(set())) == ALL
+    seen: set[str] = set()
+    for n in PIPELINE:  # every input is made by an earlier node
+        assert set(n.inputs.values()) <= seen, n.run_name
+        seen |= set(n.outputs.values())
+
+
+def test_provided_artifact_skips_what_only_it_needed():
+    ran = names(plan({"thinking_base"}))
+    assert "merge" not in ran and "sft_longcot" not in ran and "sft_domain" not in ran
+    # world and data_filter still make what other stages need (rl_prompts, eval_prompts, base for genrm)
+    assert ran == ["world", "data_filter", "genrm", "reasoning_rl", "domain_rl", "evaluation"]
+
+
+def test_provided_final_checkpoint_leaves_only_what_evaluation_needs():
+    assert names(plan({"ckpt_final"})) == ["world", "evaluation"]
+    assert names(plan({"ckpt_final", "eval_prompts"})) == ["evaluation"]
+
+
+def test_until_stops_at_a_stage():
+    assert names(plan(set(), until="merge")) == ["world", "data_filter", "sft_longcot", "sft_domain", "merge"]
+    assert names(plan(set(), until="world")) == ["world"]
+
+
+def test_unknown_names_are_errors():
+    with pytest.raises(ValueError, match="no pipeline artifact is named"):
+        plan({"thinking_bse"})
+    with pytest.raises(ValueError, match="no stage run named"):
+        plan(set(), until="sft")
+
+
+def test_every_node_matches_its_stage_spec_and_has_a_config():
+    made = {name: node for name, node in producers().items()}
+    cfg = PipelineConfig()
+    for n in PIPELINE:
+        spec = stage_spec(n.stage)
+        assert set(n.inputs) == set(spec.inputs), n.run_name
+        assert set(n.outputs) == set(spec.outputs), n.run_name
+        assert isinstance(cfg.stage_config(n.run_name), spec.config), n.run_name
+        for slot, name in n.inputs.items():  # the producer writes the kind this slot reads
+            prod = made[name]
+            out_slot = next(s for s, a in prod.outputs.items() if a == name)
+            assert stage_spec(prod.stage).outputs[out_slot] == spec.inputs[slot], (n.run_name, slot)
