@@ -162,18 +162,6 @@ def test_output_without_files_is_an_error(local_store: ArtifactStore, code):
     assert local_store.list() == []
 
 
-def test_force_runs_the_body_but_keeps_the_committed_version(local_store: ArtifactStore, code):
-    calls = Calls()
-    spec = make_spec(calls)
-    first = execute(spec, FakeConfig(), {}, local_store)
-    manifest = local_store.open(first.outputs["table"]).manifest
-    forced = execute(spec, FakeConfig(), {}, local_store, force=True)
-    assert forced.status == "ran" and calls.n == 2 and forced.version == first.version
-    assert local_store.open(forced.outputs["table"]).manifest == manifest  # committed versions never change
-    assert version_entries(local_store, "prompts", "table", first.version) == \
-        sorted(["manifest.json", manifest.payload_dir])
-
-
 def test_inputs_and_config_are_checked(local_store: ArtifactStore, code):
     calls = Calls()
     consumer = make_spec(calls, name="fake_consumer")

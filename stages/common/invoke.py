@@ -14,9 +14,9 @@ from stages.registry import stage_module
 
 def invoke_stage(stage: str, *, config: dict, inputs: dict[str, str], store: str,
                  store_options: dict | None = None, run_name: str | None = None,
-                 output_names: dict[str, str] | None = None, force: bool = False) -> StageResult:
+                 output_names: dict[str, str] | None = None) -> StageResult:
     mod = stage_module(stage)
     cfg = validate(mod.SPEC.config, config, f"{run_name or stage} config")
     st = ArtifactStore(store, storage_options=store_options)
     arts = {slot: Artifact.open_uri(uri, st) for slot, uri in inputs.items()}
-    return mod.run(cfg, arts, st, run_name=run_name or stage, output_names=output_names, force=force)
+    return mod.run(cfg, arts, st, run_name=run_name or stage, output_names=output_names)

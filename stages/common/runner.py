@@ -115,8 +115,7 @@ def plan_version(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact]
 
 
 def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], store: ArtifactStore, *,
-            run_name: str | None = None, output_names: dict[str, str] | None = None,
-            force: bool = False) -> StageResult:
+            run_name: str | None = None, output_names: dict[str, str] | None = None) -> StageResult:
     """Run ``spec`` unless every output of this exact run is already stored.
 
     ``output_names`` maps output slots to artifact names (default: the slot).
@@ -130,7 +129,7 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
     names = {slot: (output_names or {}).get(slot, slot) for slot in spec.outputs}
     version = plan_version(spec, config, inputs, names)
     t0 = time.perf_counter()
-    if not force and all(store.exists(spec.outputs[s], names[s], version) for s in spec.outputs):
+    if all(store.exists(spec.outputs[s], names[s], version) for s in spec.outputs):
         arts = {s: store.get(spec.outputs[s], names[s], version) for s in spec.outputs}
         for a in arts.values():
             store.set_latest(a.kind, a.name, a.version)

@@ -38,7 +38,6 @@ def main(stage: str, argv: list[str] | None = None) -> int:
                     help=f"input artifacts; slots: {', '.join(spec.inputs) or 'none'}")
     ap.add_argument("--output-name", action="append", default=[], metavar="SLOT=NAME")
     ap.add_argument("--run-name")
-    ap.add_argument("--force", action="store_true", help="run even if this version is stored")
     args = ap.parse_args(argv)
     setup_logging()
     try:
@@ -52,7 +51,7 @@ def main(stage: str, argv: list[str] | None = None) -> int:
         store = ArtifactStore(args.store)
         inputs = {slot: Artifact.open_uri(uri, store) for slot, uri in _pairs(args.input, "--input").items()}
         result = mod.run(config, inputs, store, run_name=args.run_name or args.section,
-                         output_names=_pairs(args.output_name, "--output-name"), force=args.force)
+                         output_names=_pairs(args.output_name, "--output-name"))
     except (ConfigError, ArtifactError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -58,14 +58,15 @@ def test_report_files(evaluated):
         assert f"| {suite} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} |" in md
 
 
-def test_greedy_is_deterministic_and_second_run_reuses(evaluated):
+def test_greedy_is_deterministic_and_second_run_reuses(evaluated, tmp_path):
     store, inputs, result, arts = evaluated
     again = evaluation.run(EvalConfig(**FAST), inputs, store)
     assert again.status == "reused" and again.outputs == result.outputs
-    forced = evaluation.run(EvalConfig(**FAST), inputs, store, force=True)
-    assert forced.status == "ran"
+    other = ArtifactStore(str(tmp_path / "second-run"))  # a real second run, not a reuse
+    rerun = evaluation.run(EvalConfig(**FAST), inputs, other)
+    assert rerun.status == "ran"
     a = arts["results"].read_table().column("response").to_pylist()
-    b = store.open(forced.outputs["results"]).read_table().column("response").to_pylist()
+    b = other.open(rerun.outputs["results"]).read_table().column("response").to_pylist()
     assert a == b
 
 

@@ -83,12 +83,15 @@ def test_sft_default_config_trains_saves_and_is_reused(world, monkeypatch):
     assert again.outputs == res.outputs
 
 
-def test_sft_is_seeded(world, monkeypatch):
+def test_sft_is_seeded(world, monkeypatch, tmp_path):
     monkeypatch.setenv("COMPASS_PROGRESS", "0")
     store, _, inputs = world
+    other = ArtifactStore(str(tmp_path / "second-run"))  # a real second run, not a reuse
     cfg = SFTConfig(steps=3, batch_size=4)
     a = store.open(sft.run(cfg, inputs, store).outputs["checkpoint"]).manifest.extra
-    b = store.open(sft.run(cfg, inputs, store, force=True).outputs["checkpoint"]).manifest.extra
+    rerun = sft.run(cfg, inputs, other)
+    assert rerun.status == "ran"
+    b = other.open(rerun.outputs["checkpoint"]).manifest.extra
     assert a["loss_first"] == b["loss_first"] and a["loss_last"] == b["loss_last"]
     c = store.open(sft.run(cfg.model_copy(update={"seed": 1}), inputs, store).outputs["checkpoint"]).manifest.extra
     assert c["loss_first"] != a["loss_first"]
