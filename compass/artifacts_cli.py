@@ -23,6 +23,8 @@ import os
 import sys
 from datetime import datetime
 
+from stages.common.store_options import parse_store_options as _parse_store_options
+
 DEFAULT_STORE = "./artifacts"
 DESCRIPTION = ("Inspect a versioned artifact store: list artifacts, show one, print its lineage, "
                "verify checksums and schemas, collect garbage.")
@@ -69,7 +71,7 @@ def _add_subcommands(sub) -> None:
                         description="Remove versions that never committed and payloads of attempts that lost "
                                     "a commit race or crashed, once older than --grace. With --prune, also "
                                     "committed versions no LATEST alias reaches through lineage.")
-    gc.add_argument("--grace", type=float, default=3600.0, metavar="SECONDS",
+    gc.add_argument("--grace", type=float, default=24 * 3600.0, metavar="SECONDS",
                     help="leave anything younger than this alone (default 3600: a writer may still be busy)")
     gc.add_argument("--prune", action="store_true", help="also remove committed versions unreachable from LATEST")
     gc.add_argument("--dry-run", action="store_true", help="only print what would be removed")
@@ -99,33 +101,11 @@ def main(argv: list[str] | None = None) -> int:
 
 # -- helpers -------------------------------------------------------------------
 
-def _decode(value: str):
-    low = value.strip().lower()
-    if low in ("true", "false", "null", "none"):
-        return {"true": True, "false": False}.get(low)
-    if value.strip()[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            pass
-    return value
-
-
 def parse_store_options(items: list[str]) -> dict:
-    out: dict = {}
-    for it in items:
-        key, sep, value = it.partition("=")
-        if not sep or not key.strip():
-            raise CLIError(f"--store-option must be KEY=VALUE, got '{it}'")
-        cur = out
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            nxt = cur.setdefault(part, {})
-            if not isinstance(nxt, dict):
-                raise CLIError(f"--store-option {it}: '{part}' is already set to a value")
-            cur = nxt
-        cur[parts[-1]] = _decode(value)
-    return out
+    try:
+        return _parse_store_options(items)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
 
 
 def open_store(args):

@@ -18,16 +18,6 @@ def default_config() -> str:
     return str(local if local.exists() else REPO_CONFIGS / "tiny.yaml")
 
 
-def _kv(items: list[str]) -> dict[str, str]:
-    out = {}
-    for it in items:
-        k, sep, v = it.partition("=")
-        if not sep:
-            raise SystemExit(f"error: expected KEY=VALUE, got '{it}'")
-        out[k] = v
-    return out
-
-
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -48,8 +38,15 @@ def cmd_run(args) -> int:
         return 2
     if args.store:
         cfg.store = args.store
-    if args.store_option:
-        cfg.store_options = {**cfg.store_options, **_kv(args.store_option)}
+    from compass.artifacts_cli import CLIError, parse_store_options
+    from stages.dag.run_plan import make_run_plan
+    try:
+        if args.store_option:
+            cfg.store_options = {**cfg.store_options, **parse_store_options(args.store_option)}
+        make_run_plan(cfg, args.from_artifact, args.until)  # bad --from-artifact / --until: one line, no flow
+    except (CLIError, ArtifactError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     import flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
     from flows.pipeline import pipeline_flow
 
@@ -84,7 +81,7 @@ def cmd_config(args) -> int:
     from stages.common.config import ConfigError, load_yaml
     from stages.dag.config import PipelineConfig
     try:
-        cfg = load_yaml(PipelineConfig, args.config) if args.config else PipelineConfig()
+        cfg = load_yaml(PipelineConfig, args.config or default_config())
     except ConfigError as e:
         print(e, file=sys.stderr)
         return 2
@@ -120,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                        add_help=False)
     s.add_argument("stage")
 
-    c = sub.add_parser("config", help="print the full, validated pipeline config")
+    c = sub.add_parser("config", help="print the full, validated pipeline config (default: configs/tiny.yaml)")
     c.add_argument("--config", default=None)
 
     b = sub.add_parser("bench", help="run a benchmark (table, then one JSON line)", add_help=False)

@@ -17,12 +17,11 @@ def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = 
     if store:
         cfg.store = store
     run = make_run_plan(cfg, from_artifacts, until)
-    made = dict(run.provided)
     rows = []
     for node in run.steps:
-        res = stage_task(node.stage, node.run_name, run.configs[node.run_name], run.inputs_for(node, made),
+        res = stage_task(node.stage, node.run_name, run.configs[node.run_name], run.inputs_for(node),
                          run.store, run.store_options, node.outputs)
-        made.update({node.outputs[slot]: uri for slot, uri in res["outputs"].items()})
+        run.record(node, res["outputs"])
         rows.append(res)
     create_markdown_artifact(summary_markdown(rows, run.store), key="pipeline-summary")
     return rows

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import os
 import re
 import subprocess
@@ -140,6 +141,9 @@ def test_verify(store: ArtifactStore, capsys):
 def test_gc(store: ArtifactStore, capsys):
     crashed = store._p("prompts", "rl_prompts", "9zzz0000", "data-1-0badf00d", "data.parquet")
     put_bytes(store, crashed, b"partial")
+    long_ago = time.time() - 7200  # the crashed writer stopped writing two hours ago
+    for p in (Path(crashed), Path(crashed).parent):
+        os.utime(p, (long_ago, long_ago))
     rc, out, _ = run(capsys, "gc", "--store", store.root, "--dry-run", "--grace", "60")
     assert rc == 0 and "would remove" in out and "never committed" in out
     assert Path(crashed).exists()

@@ -223,6 +223,9 @@ def _infra_cases():
         (RuntimeError("bug"), False),
         (KeyError("x"), False),
         (MemoryError(), False),
+        (OSError("Can't load the configuration of '/ckpt'"), False),   # transformers on a bad checkpoint
+        (OSError(errno.ENOSPC, "No space left on device"), False),
+        (OSError(errno.EROFS, "Read-only file system"), False),
     ]
 
 

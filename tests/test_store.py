@@ -4,7 +4,9 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing as mp
+import os
 import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -329,6 +331,38 @@ def _crashed_version(store: ArtifactStore, art: Artifact, version: str, attempt:
     return store._p(art.kind, art.name, version)
 
 
+def _backdate(path: str, seconds: float = 7200) -> None:
+    t = time.time() - seconds
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            os.utime(os.path.join(dirpath, f), (t, t))
+        os.utime(dirpath, (t, t))
+
+
+def test_gc_spares_a_payload_that_is_still_being_written(local_store: ArtifactStore):
+    """An attempt named long ago (a stage running for hours) is young while its files are fresh."""
+    w = local_store.begin("prompts", "prompts", "v9", **META)
+    old = w.dir.with_name("data-1-0ldwr1te")
+    w.dir.rename(old)
+    w.dir, w.attempt = old, old.name
+    w.write_table(prompts_table(2))            # it is still writing
+    assert local_store.gc(grace_s=60) == []
+    assert w.commit().read_table().num_rows == 2
+
+
+def test_commit_refuses_a_payload_that_gc_removed(local_store: ArtifactStore):
+    w = local_store.begin("prompts", "prompts", "v8", **META)
+    w.write_table(prompts_table(2))
+    _backdate(str(w.dir))
+    w.dir.rename(w.dir.with_name("data-1-0ldwr1te"))  # looks abandoned to gc
+    w.dir = w.dir.with_name("data-1-0ldwr1te")
+    assert [r["reason"] for r in local_store.gc(grace_s=60)] == ["never committed"]
+    w.path("late.json").write_text("{}")         # the writer goes on, unaware
+    with pytest.raises(ArtifactError, match="removed while the stage was writing"):
+        w.commit()
+    assert not local_store.exists("prompts", "prompts", "v8")
+
+
 def test_gc_removes_uncommitted_and_losing_payloads_only(any_store: ArtifactStore, tmp_path: Path):
     art = write_prompts(any_store, version="v1")
     _crashed_version(any_store, art, "v2")
@@ -339,6 +373,10 @@ def test_gc_removes_uncommitted_and_losing_payloads_only(any_store: ArtifactStor
     young.write_table(prompts_table(1))
     if not any_store.is_local:  # remote writers stage locally: put its payload where a crash mid-upload leaves it
         put_bytes(any_store, any_store._p("prompts", "prompts", "v3", young.attempt, TABLE_FILE), b"x")
+
+    if any_store.is_local:  # crashed writers stopped writing long ago: nothing under them is recent
+        for d in ("v2/data-1-0badf00d", "v1/data-2-0000beef"):
+            _backdate(any_store._p("prompts", "prompts", d))
 
     planned = any_store.gc(grace_s=120, dry_run=True)
     assert version_entries(any_store, "prompts", "prompts", "v2") == ["data-1-0badf00d"]  # a dry run removes nothing

@@ -110,7 +110,8 @@ def validate(model: type[M], data: dict, source: str = "<config>") -> M:
         raise ConfigError(format_validation_error(e, model, source)) from None
 
 
-def load_yaml(model: type[M], path: str | Path) -> M:
+def read_yaml(path: str | Path, section: str | None = None) -> dict:
+    """A YAML mapping from ``path`` (or its ``section``), with one-line errors for every way it can fail."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config error: file not found: {path}")
@@ -120,4 +121,14 @@ def load_yaml(model: type[M], path: str | Path) -> M:
         raise ConfigError(f"config error in {path}: not valid YAML: {e}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config error in {path}: top level must be a mapping, got {type(data).__name__}")
-    return validate(model, data, str(path))
+    if section is None:
+        return data
+    if section not in data:
+        raise ConfigError(f"config error in {path}: no section '{section}' (sections: {', '.join(map(str, data))})")
+    if not isinstance(data[section], dict):
+        raise ConfigError(f"config error in {path}: {section}: must be a mapping")
+    return data[section]
+
+
+def load_yaml(model: type[M], path: str | Path) -> M:
+    return validate(model, read_yaml(path), str(path))

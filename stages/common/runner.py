@@ -7,6 +7,7 @@ knows nothing of Prefect.
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import time
@@ -33,6 +34,11 @@ _BOTO_CONFIG_ERRORS = {"NoCredentialsError", "PartialCredentialsError", "NoRegio
                        "UnknownServiceError", "InvalidConfigError", "ProfileNotFound", "UnknownSignatureVersionError"}
 
 
+_NETWORK_MODULES = {"botocore", "aiobotocore", "aiohttp", "urllib3"}
+_TRANSIENT_ERRNOS = {errno.ECONNRESET, errno.ECONNREFUSED, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EPIPE,
+                     errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.EAGAIN, errno.EIO}
+
+
 def is_infra_error(exc: BaseException) -> bool:
     """True for errors that a retry may cure; never for bad input or config."""
     if isinstance(exc, InfraError):
@@ -49,12 +55,13 @@ def is_infra_error(exc: BaseException) -> bool:
             code = str(response.get("Error", {}).get("Code", ""))
             return status >= 500 or status in (408, 429) or code in {"SlowDown", "Throttling", "RequestTimeout"}
         return True  # endpoint unreachable, read timeout, ...
-    if isinstance(exc, OSError) and not isinstance(exc, (FileNotFoundError, PermissionError, FileExistsError,
-                                                         IsADirectoryError, NotADirectoryError)):
-        cause = exc.__cause__
-        if cause is not None and isinstance(getattr(cause, "response", None), dict):
+    if isinstance(exc, OSError):
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and cause is not exc and type(cause).__module__.split(".")[0] in _NETWORK_MODULES:
             return is_infra_error(cause)  # s3fs wraps the server's answer: judge the answer
-        return True
+        # Only errors of the link are worth a retry. A bad checkpoint (transformers raises a bare
+        # OSError), a full or read-only disk, a missing file: a retry fails the same way.
+        return exc.errno in _TRANSIENT_ERRNOS
     if module == "aiohttp":
         status = getattr(exc, "status", None)
         return not isinstance(status, int) or status >= 500 or status in (408, 429)
@@ -145,7 +152,7 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
     try:
         spec.resolve_body()(config, inputs, writers)
         for slot, w in writers.items():
-            if w.committed is None and not any(p.is_file() for p in w.dir.rglob("*")):
+            if w.committed is None and not w.has_files():
                 raise ArtifactError(f"stage {spec.name}: output '{slot}' ({w.kind} {w.name}) is empty: "
                                     f"the stage wrote no files for it")
         arts = {s: w.commit() for s, w in writers.items()}

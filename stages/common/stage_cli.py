@@ -9,10 +9,9 @@ import argparse
 import json
 import sys
 
-import yaml
-
-from stages.common.config import ConfigError, validate
+from stages.common.config import ConfigError, read_yaml, validate
 from stages.common.logs import setup_logging
+from stages.common.store_options import parse_store_options
 from stages.common.store import Artifact, ArtifactError, ArtifactStore
 
 
@@ -34,6 +33,8 @@ def main(stage: str, argv: list[str] | None = None) -> int:
     ap.add_argument("--config", help="YAML: the stage's own config, or a pipeline config with --section")
     ap.add_argument("--section", help="key of this stage run in a pipeline config (e.g. sft_longcot)")
     ap.add_argument("--store", default="./artifacts")
+    ap.add_argument("--store-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="fsspec storage option, e.g. endpoint_url=http://127.0.0.1:8333")
     ap.add_argument("--input", action="append", default=[], metavar="SLOT=URI",
                     help=f"input artifacts; slots: {', '.join(spec.inputs) or 'none'}")
     ap.add_argument("--output-name", action="append", default=[], metavar="SLOT=NAME")
@@ -41,18 +42,13 @@ def main(stage: str, argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     setup_logging()
     try:
-        data = {}
-        if args.config:
-            with open(args.config) as f:
-                data = yaml.safe_load(f) or {}
-            if args.section:
-                data = data.get(args.section, {})
+        data = read_yaml(args.config, args.section) if args.config else {}
         config = validate(spec.config, data, f"{args.config}{':' + args.section if args.section else ''}")
-        store = ArtifactStore(args.store)
+        store = ArtifactStore(args.store, storage_options=parse_store_options(args.store_option))
         inputs = {slot: Artifact.open_uri(uri, store) for slot, uri in _pairs(args.input, "--input").items()}
         result = mod.run(config, inputs, store, run_name=args.run_name or args.section,
                          output_names=_pairs(args.output_name, "--output-name"))
-    except (ConfigError, ArtifactError, ValueError) as e:
+    except (ConfigError, ArtifactError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps(result.to_dict(), indent=2))

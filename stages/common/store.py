@@ -38,6 +38,8 @@ from stages.common.fingerprint import sha256_file
 log = logging.getLogger("compass.store")
 
 LATEST_FILE = "LATEST"
+ATTEMPT_MARKER = ".attempt"   # in a local payload dir while its writer works; not a payload file
+DEFAULT_GRACE_S = 24 * 3600.0  # gc leaves uncommitted payloads younger than this alone
 PAYLOAD_PREFIX = "data-"
 TABLE_FILE = "data.parquet"
 
@@ -85,6 +87,16 @@ def _attempt_age_s(attempt: str) -> float:
         return time.time() - int(attempt.split("-")[1])
     except (IndexError, ValueError):
         return float("inf")
+
+
+def _idle_s(path: str) -> float:
+    """Seconds since anything under a local path was last written: a writer at work is never idle long."""
+    newest = os.lstat(path).st_mtime
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+    return time.time() - newest
 
 
 class ArtifactStore:
@@ -210,7 +222,7 @@ class ArtifactStore:
                 node["inputs"].append({"slot": ref.slot, "uri": ref.uri, "missing": str(e), "inputs": []})
         return node
 
-    def gc(self, *, grace_s: float = 3600.0, prune: bool = False, dry_run: bool = False) -> list[dict]:
+    def gc(self, *, grace_s: float = DEFAULT_GRACE_S, prune: bool = False, dry_run: bool = False) -> list[dict]:
         """Remove what no reader can see: versions that never committed and the
         payloads of attempts that lost a commit race or crashed, once older than
         ``grace_s``. With ``prune``, also committed versions that no ``LATEST``
@@ -250,7 +262,7 @@ class ArtifactStore:
                 if not entries:
                     if self.is_local:
                         rm_empty(vdir, "never committed")
-                elif all(_attempt_age_s(e.split("tmp-")[-1] if "tmp-" in e else e) >= grace_s for e in entries):
+                elif all(self._entry_age_s(vdir, e) >= grace_s for e in entries):
                     rm(vdir, "never committed")
                 continue
             if keep is not None and self.uri(k, n, v) not in keep and _created_age_s(m) >= grace_s:
@@ -261,10 +273,18 @@ class ArtifactStore:
             for e in entries:
                 if e == MANIFEST_FILE or e == m.payload_dir:
                     continue
-                age_key = e.split("tmp-")[-1] if "tmp-" in e else e
-                if _attempt_age_s(age_key) >= grace_s:
+                if self._entry_age_s(vdir, e) >= grace_s:
                     rm(f"{vdir}/{e}", "payload of an attempt that did not commit")
         return removed
+
+    def _entry_age_s(self, vdir: str, entry: str) -> float:
+        """Age of an attempt's payload dir or temp manifest: from its name (when it was started or,
+        on object stores, uploaded) and, locally, from its last write, whichever is younger."""
+        age = _attempt_age_s(entry.split("tmp-")[-1] if "tmp-" in entry else entry)
+        if self.is_local:
+            with contextlib.suppress(OSError):
+                age = min(age, _idle_s(f"{vdir}/{entry}"))
+        return age
 
     def _entries(self, vdir: str) -> list[str]:
         """Names directly inside a version directory. On object stores, only names that hold
@@ -434,6 +454,7 @@ class ArtifactWriter:
             # Stage in place: the payload dir is invisible until the manifest names it.
             self.dir = Path(store._p(kind, name, version, self.attempt))
             self.dir.mkdir(parents=True)
+            (self.dir / ATTEMPT_MARKER).touch()
         else:
             self.dir = Path(tempfile.mkdtemp(prefix=f"compass-{kind}-{name}-"))
         self.committed: Artifact | None = None
@@ -480,13 +501,15 @@ class ArtifactWriter:
             if writer is not None:
                 writer.close()
 
+    def _payload_files(self) -> list[Path]:
+        return [p for p in sorted(self.dir.rglob("*")) if p.is_file() and p.relative_to(self.dir) != Path(ATTEMPT_MARKER)]
+
+    def has_files(self) -> bool:
+        return bool(self._payload_files())
+
     def _file_entries(self) -> list[FileEntry]:
-        entries = []
-        for p in sorted(self.dir.rglob("*")):
-            if p.is_file():
-                entries.append(FileEntry(path=str(p.relative_to(self.dir)), size=p.stat().st_size,
-                                         sha256=sha256_file(p)))
-        return entries
+        return [FileEntry(path=str(p.relative_to(self.dir)), size=p.stat().st_size, sha256=sha256_file(p))
+                for p in self._payload_files()]
 
     def abort(self) -> None:
         """Discard this attempt's files. A no-op once committed: the payload is the artifact's now."""
@@ -507,6 +530,13 @@ class ArtifactWriter:
         is_table = self.kind in TABLE_SCHEMAS
         if is_table and self.rows is None:
             raise ArtifactError(f"{self.uri}: table artifact committed without a table")
+        if store.is_local and not (self.dir / ATTEMPT_MARKER).exists():
+            # Someone (gc with a short --grace) removed our payload while we wrote it: files written
+            # before that are gone, so committing what is left would be a silent corruption.
+            raise ArtifactError(f"{self.uri}: payload {self.attempt} was removed while the stage was writing "
+                                f"it (gc?); nothing committed")
+        if not store.is_local:
+            self.attempt = _new_attempt()  # gc measures an attempt's age from its name: name it at upload
         manifest = Manifest(kind=self.kind, name=self.name, version=self.version, files=self._file_entries(),
                             rows=self.rows if is_table else None,
                             table_schema=schema_id(self.kind) if is_table else None,
@@ -519,6 +549,7 @@ class ArtifactWriter:
                 f.write(body)
                 f.flush()
                 os.fsync(f.fileno())
+            (self.dir / ATTEMPT_MARKER).unlink()
             try:
                 os.link(tmp, mpath)  # atomic create-if-absent: exactly one writer wins
             except FileExistsError:
@@ -534,6 +565,12 @@ class ArtifactWriter:
             shutil.rmtree(self.dir, ignore_errors=True)
             if store.exists(self.kind, self.name, self.version):
                 return self._lost_race(remote_dir)
+            store.fs.invalidate_cache()
+            uploaded = {k[len(remote_dir) + 1:] for k in store.fs.find(remote_dir)}
+            missing = [e.path for e in manifest.files if e.path not in uploaded]
+            if missing:
+                raise ArtifactError(f"{self.uri}: payload {self.attempt} lost {missing[:3]} after upload (gc?); "
+                                    f"nothing committed")
             if not self._put_manifest_if_absent(mpath, body):
                 return self._lost_race(remote_dir)
         self.committed = Artifact(store, manifest)

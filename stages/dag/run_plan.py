@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from stages.common.store import Artifact, ArtifactStore
 from stages.dag.config import PipelineConfig
-from stages.dag.pipeline import PIPELINE, Node, plan, producers
+from stages.dag.pipeline import PIPELINE, Node, plan
 
 
 @dataclass
@@ -15,23 +15,38 @@ class RunPlan:
     steps: list[Node]
     configs: dict[str, dict]                 # run name -> stage config (JSON-able)
     provided: dict[str, str] = field(default_factory=dict)  # artifact name -> URI
+    made: dict[str, str] = field(default_factory=dict)      # artifact name -> URI, filled as steps finish
 
-    def inputs_for(self, node: Node, made: dict[str, str]) -> dict[str, str]:
-        """Input slot -> URI, from what earlier steps made or the user provided."""
-        return {slot: made[name] for slot, name in node.inputs.items()}
+    def inputs_for(self, node: Node) -> dict[str, str]:
+        """Input slot -> URI: what the user provided wins over what an earlier step made."""
+        return {slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()}
+
+    def record(self, node: Node, outputs: dict[str, str]) -> None:
+        """Note a finished step's outputs (slot -> URI) under their artifact names."""
+        self.made.update({node.outputs[slot]: uri for slot, uri in outputs.items()})
+
+
+def _output_kinds() -> dict[str, str]:
+    """artifact name -> the kind its producer writes."""
+    from stages.registry import stage_spec
+    return {name: stage_spec(n.stage).outputs[slot] for n in PIPELINE for slot, name in n.outputs.items()}
 
 
 def resolve_provided(specs: list[str], store: ArtifactStore) -> dict[str, str]:
     """``--from-artifact`` values: ``URI`` (the artifact's own name picks its slot) or ``NAME=URI``."""
-    known = producers()
+    kinds = _output_kinds()
     out: dict[str, str] = {}
     for spec in specs:
-        name, uri = spec.split("=", 1) if "=" in spec and "://" not in spec.split("=", 1)[0] else (None, spec)
+        head, sep, tail = spec.partition("=")
+        name, uri = (head, tail) if sep and "/" not in head else (None, spec)
         art = Artifact.open_uri(uri, store)
         name = name or art.name
-        if name not in known:
+        if name not in kinds:
             raise ValueError(f"--from-artifact {spec}: '{name}' is not an artifact of the pipeline; "
-                             f"use NAME=URI with one of {sorted(known)}")
+                             f"use NAME=URI with one of {sorted(kinds)}")
+        if art.kind != kinds[name]:
+            raise ValueError(f"--from-artifact {spec}: '{name}' must be a {kinds[name]} artifact, "
+                             f"{art.uri} is a {art.kind}")
         out[name] = art.uri
     return out
 
