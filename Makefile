@@ -2,15 +2,15 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt -c requirements/lock.txt
 
-.PHONY: install install-test run test test-fast clean
+.PHONY: install install-test run test test-fast lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # torch goes first from the CPU wheel; otherwise pip pulls GBs of CUDA wheels (ARCHITECTURE §6).
-$(VENV)/.installed: $(BIN)/python pyproject.toml requirements/constraints.txt
+$(VENV)/.installed: $(BIN)/python pyproject.toml requirements/constraints.txt requirements/lock.txt
 	$(PIP) torch==2.13.0
 	$(PIP) -e .
 	touch $@
@@ -32,6 +32,11 @@ test: install-test
 # Inner loop: everything but whole-pipeline and server tests.
 test-fast: install-test
 	COMPASS_PROGRESS=0 $(BIN)/python -m pytest -q -x -m "not slow"
+
+# Re-pin every package to what .venv holds now (after changing dependencies and passing the tests).
+lock: install-test
+	{ sed -n '1,2p' requirements/lock.txt; $(BIN)/python -m pip freeze --exclude-editable | grep -v -E '^(torch|compass-rl)[=@ ]'; } > requirements/lock.tmp
+	mv requirements/lock.tmp requirements/lock.txt
 
 clean:
 	rm -rf $(VENV) artifacts .prefect .pytest_cache

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from stages.common.config import StrictModel
 
@@ -21,3 +21,13 @@ class ModelConfig(StrictModel):
     experts_per_token: int = Field(2, gt=0)
     expert_size: int = Field(64, gt=0, description="per-expert MLP width")
     max_positions: int = Field(512, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelConfig":
+        if self.experts_per_token > self.num_experts:
+            raise ValueError(f"experts_per_token ({self.experts_per_token}) > num_experts ({self.num_experts})")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.head_dim % 32:
+            raise ValueError(f"head_dim ({self.head_dim}) must be a multiple of 32 (vLLM kernels)")
+        return self

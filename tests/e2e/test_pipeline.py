@@ -41,13 +41,22 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     for m in st.list():
         st.get(m.kind, m.name, m.version).local_dir()  # raises on any checksum mismatch
 
-    # Starting from a stored artifact skips every stage only needed to make it.
-    thinking_base = st.get("checkpoint", "thinking_base").uri
-    res = last_json(compass(["run", "--config", str(cfg), "--json", "--from-artifact", thinking_base],
-                            e2e_tmp).stdout)
-    ran = [s["run_name"] for s in res["stages"]]
-    assert "merge" not in ran and "sft_longcot" not in ran and "sft_domain" not in ran
-    assert "reasoning_rl" in ran and "evaluation" in ran
+    # Starting from a stored artifact skips every stage only needed to make it, and the artifact
+    # given is the one used: here the Long-CoT SFT checkpoint stands in for the merged model.
+    stand_in = st.get("checkpoint", "thinking_ckpt").uri
+    res = last_json(compass(["run", "--config", str(cfg), "--json", "--from-artifact",
+                             f"thinking_base={stand_in}"], e2e_tmp).stdout)
+    ran = {s["run_name"]: s for s in res["stages"]}
+    assert not {"merge", "sft_longcot", "sft_domain"} & set(ran)
+    assert ran["reasoning_rl"]["status"] == "ran" and ran["evaluation"]["status"] == "ran"
+    r1 = st.open(ran["reasoning_rl"]["outputs"]["checkpoint"])
+    assert {i.slot: i.uri for i in r1.manifest.inputs}["policy"] == stand_in
+    # A provided artifact whose producer still runs (world makes other things too) is not overwritten.
+    other_base = st.get("checkpoint", "domain_ckpt").uri
+    res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_domain", "--from-artifact",
+                             f"base_ckpt={other_base}"], e2e_tmp).stdout)
+    sft_dom = st.open({s["run_name"]: s for s in res["stages"]}["sft_domain"]["outputs"]["checkpoint"])
+    assert {i.slot: i.uri for i in sft_dom.manifest.inputs}["base"] == other_base
 
 
 def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
