@@ -302,7 +302,7 @@ def verify_artifact(art) -> dict:
     from artifacts_schema import TABLE_SCHEMAS
     from stages.common.store import TABLE_FILE, ArtifactCorrupt
     m = art.manifest
-    local = art.local_dir()  # downloads (remote) and checks size + sha256 of every file
+    local = art.local_dir(fresh=True)  # downloads (remote: afresh, not from the cache) and checks every file
     rows = None
     if m.kind in TABLE_SCHEMAS and any(f.path == TABLE_FILE for f in m.files):
         rows = art.read_table().num_rows

@@ -151,3 +151,23 @@ def test_unreachable_endpoint_is_retried():
     with pytest.raises(Exception) as ei:
         store.list()
     assert is_infra_error(ei.value), repr(ei.value)
+
+
+def test_cache_does_not_hide_a_corrupted_remote_file(s3_store: ArtifactStore):
+    from stages.common.store import ArtifactCorrupt
+    ckpt = write_checkpoint(s3_store, "ckpt", "c1")
+    cached = ckpt.local_dir()                      # downloaded and verified once
+    entry = ckpt.manifest.files[0]
+    remote = ckpt._remote(entry.path)
+    same_size = bytes(b ^ 0xFF for b in s3_store.fs.cat_file(remote))
+    s3_store.fs.pipe_file(remote, same_size)       # corrupted in the store, same size
+    assert ckpt.local_dir() == cached              # everyday reads trust the verified cache...
+    with pytest.raises(ArtifactCorrupt, match=f"'{entry.path}' checksum mismatch"):
+        ckpt.local_dir(fresh=True)                 # ...verify reads the store itself
+    with pytest.raises(ArtifactCorrupt):           # the suspect cached copy is gone too
+        ckpt.local_dir()
+    original = bytes(b ^ 0xFF for b in same_size)
+    s3_store.fs.pipe_file(remote, original)        # repaired in the store
+    cached = ckpt.local_dir()
+    (cached / entry.path).write_bytes(b"short")    # a damaged cached copy is fetched again
+    assert (ckpt.local_dir() / entry.path).read_bytes() == original

@@ -385,13 +385,26 @@ class Artifact:
     def local_path(self, rel: str) -> Path:
         return self.local_dir() / rel
 
-    def local_dir(self) -> Path:
+    def _cache_intact(self, dest: Path) -> bool:
+        """Cheap check of a cached download: every file there with the manifest's size."""
+        for e in self.manifest.files:
+            p = dest / e.path
+            if not p.is_file() or p.stat().st_size != e.size:
+                return False
+        return True
+
+    def local_dir(self, fresh: bool = False) -> Path:
         """A local directory holding every file, each verified against the manifest.
 
-        For a remote store the files are downloaded once into the cache.
+        For a remote store the files are downloaded once into the cache (a cached copy whose
+        sizes no longer match is fetched again). ``fresh`` re-reads and re-hashes everything
+        from the store itself: what ``compass artifacts verify`` uses.
         """
         if self.store.is_local:
             base = self._remote("")
+            if fresh:
+                for entry in self.manifest.files:
+                    self.store._verified.pop(os.path.join(base, entry.path), None)
             for entry in self.manifest.files:
                 p = os.path.join(base, entry.path)
                 if not os.path.exists(p):
@@ -400,6 +413,8 @@ class Artifact:
             return Path(base)
         dest = self.store.cache_dir / self.kind / self.name / self.version / self.manifest.payload_dir
         marker = dest / ".verified"
+        if marker.exists() and (fresh or not self._cache_intact(dest)):
+            shutil.rmtree(dest, ignore_errors=True)  # re-download: verify the store, not an old copy
         if not marker.exists():
             tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=_mkdir(dest.parent)))
             try:
