@@ -531,3 +531,13 @@ def test_conform_edge_cases():
         conform(t.append_column("id", pa.array(["a"] * 3)), "prompts", "x")
     with pytest.raises(SchemaError, match="unknown table kind 'nope'"):
         conform(t, "nope", "x")
+
+
+def test_gc_removes_an_unfinished_alias_update(local_store: ArtifactStore):
+    write_prompts(local_store, version="v1")
+    stale = Path(local_store._p("prompts", "prompts", "LATEST.tmp-0dead000"))
+    stale.write_text("v0\n")  # a writer killed between writing the new alias and renaming it
+    long_ago = time.time() - 7200
+    os.utime(stale, (long_ago, long_ago))
+    assert [r["reason"] for r in local_store.gc(grace_s=60)] == ["alias update that did not finish"]
+    assert not stale.exists() and local_store.latest_version("prompts", "prompts") == "v1"

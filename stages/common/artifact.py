@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from artifacts_schema import FileEntry, InputRef, Manifest, conform
 from stages.common.fingerprint import sha256_file
+from stages.common.progress import transfer_progress
 from stages.common.store_layout import (
     TABLE_FILE,
     ArtifactCorrupt,
@@ -147,7 +148,8 @@ class Artifact:
                 try:  # one batched, concurrent download
                     if self.manifest.files:
                         self.store.fs.get([self._remote(e.path) for e in self.manifest.files],
-                                          [str(tmp / e.path) for e in self.manifest.files])
+                                          [str(tmp / e.path) for e in self.manifest.files],
+                                          callback=transfer_progress(f"download {self.kind}/{self.name}"))
                 except FileNotFoundError:
                     for entry in self.manifest.files:
                         if not self.store.fs.exists(self._remote(entry.path)):

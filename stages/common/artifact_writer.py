@@ -17,6 +17,7 @@ from artifacts_schema import MANIFEST_FILE, FileEntry, Manifest, conform, schema
 from artifacts_schema.tables import TABLE_SCHEMAS
 from stages.common.artifact import Artifact
 from stages.common.fingerprint import sha256_file
+from stages.common.progress import transfer_progress
 from stages.common.store_layout import (
     ATTEMPT_MARKER,
     TABLE_FILE,
@@ -152,7 +153,8 @@ class ArtifactWriter:
             remote_dir = store._p(self.kind, self.name, self.version, self.attempt)
             if manifest.files:
                 store.fs.put([str(self.dir / e.path) for e in manifest.files],
-                             [f"{remote_dir}/{e.path}" for e in manifest.files])
+                             [f"{remote_dir}/{e.path}" for e in manifest.files],
+                             callback=transfer_progress(f"upload {self.kind}/{self.name}"))
             shutil.rmtree(self.dir, ignore_errors=True)
             if store.exists(self.kind, self.name, self.version):
                 return self._lost_race(remote_dir)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from stages.common.store import ArtifactStore
 
 
-def collect_garbage(self: "ArtifactStore", *, grace_s: float = DEFAULT_GRACE_S, prune: bool = False, dry_run: bool = False) -> list[dict]:
+def collect_garbage(self: "ArtifactStore", *, grace_s: float = DEFAULT_GRACE_S, prune: bool = False,
+                    dry_run: bool = False) -> list[dict]:
     """Remove what no reader can see: versions that never committed and the
     payloads of attempts that lost a commit race or crashed, once older than
     ``grace_s``. With ``prune``, also committed versions that no ``LATEST``
@@ -51,6 +52,9 @@ def collect_garbage(self: "ArtifactStore", *, grace_s: float = DEFAULT_GRACE_S, 
                 _collect(self, self.get(k, n), keep)
     for vdir in sorted(self.fs.glob(self._p("*", "*", "*"))):
         k, n, v = vdir[len(self.root_path) + 1:].split("/")[:3]
+        if v.startswith(f"{LATEST_FILE}.tmp-") and self.is_local and _idle_s(vdir) >= grace_s:
+            rm(vdir, "alias update that did not finish")  # a crash between write and rename
+            continue
         if v == LATEST_FILE or not self.fs.isdir(vdir):
             continue
         m = self._read_manifest(k, n, v)
