@@ -63,11 +63,29 @@ def cmd_run(args) -> int:
                  ["stage run", "stage", "status", "version", "wall s"]))
     from stages.common.store import ArtifactStore
     root = ArtifactStore(cfg.store, storage_options=cfg.store_options).root
+    print(_eval_summary(rows, cfg))
     print(f"\npipeline finished in {wall:.1f}s; artifacts in {root}")
     print(f"inspect them with: compass artifacts ls --store {root}")
     if args.json:
         print(json.dumps({"wall_s": wall, "store": root, "stages": rows}))
     return 0
+
+
+def _eval_summary(rows: list[dict], cfg) -> str:
+    """One line per held-out suite from the evaluation report, if this run has one."""
+    report = next((r["outputs"].get("report") for r in rows if r["stage"] == "evaluation"), None)
+    if report is None:
+        return ""
+    from stages.common.store import Artifact, ArtifactError, ArtifactStore
+    try:
+        art = Artifact.open_uri(report, ArtifactStore(cfg.store, storage_options=cfg.store_options))
+        summary = json.loads(art.read_bytes("summary.json"))
+    except (ArtifactError, ValueError, KeyError) as e:
+        return f"\n(no evaluation summary: {e})"
+    lines = [f"\nheld-out accuracy of {summary.get('model', '?')}:"]
+    for suite, s in sorted(summary.get("suites", {}).items()):
+        lines.append(f"  {suite:<12} {s['accuracy']:.3f}  ({s['samples']} samples)")
+    return "\n".join(lines)
 
 
 def cmd_stage(args, rest: list[str]) -> int:

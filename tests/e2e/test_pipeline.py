@@ -27,8 +27,10 @@ def _statuses(result: dict) -> dict[str, str]:
 def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     store = e2e_tmp / "store"
     cfg = write_config(e2e_tmp / "c.yaml", str(store))
-    first = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout)
+    out = compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout
+    first = last_json(out)
     assert _statuses(first) == {r: "ran" for r in ALL_RUNS}
+    assert "held-out accuracy of" in out and "math" in out.split("held-out accuracy of")[1]
     second = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout)
     assert _statuses(second) == {r: "reused" for r in ALL_RUNS}
     assert [s["version"] for s in second["stages"]] == [s["version"] for s in first["stages"]]
