@@ -14,25 +14,15 @@ from typing import Callable
 
 import torch
 
+from stages.common.named_registry import Registry
+
 AdvantageFn = Callable[..., torch.Tensor]
-ADVANTAGES: dict[str, AdvantageFn] = {}
-
-
-def register_advantage(name: str):
-    """Decorator: ``@register_advantage("grpo")`` makes the function known as ``name``."""
-    def deco(fn: AdvantageFn) -> AdvantageFn:
-        if name in ADVANTAGES:
-            raise ValueError(f"advantage estimator '{name}' is registered twice")
-        ADVANTAGES[name] = fn
-        return fn
-    return deco
+ADVANTAGES = Registry("advantage estimator")
+register_advantage = ADVANTAGES.register
 
 
 def get_advantage(name: str) -> AdvantageFn:
-    try:
-        return ADVANTAGES[name]
-    except KeyError:
-        raise ValueError(f"unknown advantage estimator '{name}' (known: {', '.join(sorted(ADVANTAGES))})") from None
+    return ADVANTAGES.lookup(name)
 
 
 def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:

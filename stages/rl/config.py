@@ -33,14 +33,12 @@ class RLConfig(StrictModel):
     @classmethod
     def _known_advantage(cls, v: str) -> str:
         from stages.rl.advantages import ADVANTAGES
-        if v not in ADVANTAGES:
-            raise ValueError(f"unknown advantage estimator '{v}' (known: {', '.join(sorted(ADVANTAGES))})")
+        ADVANTAGES.lookup(v)
         return v
 
     @field_validator("policy_loss")
     @classmethod
     def _known_loss(cls, v: str) -> str:
         from stages.rl.losses import POLICY_LOSSES
-        if v not in POLICY_LOSSES:
-            raise ValueError(f"unknown policy loss '{v}' (known: {', '.join(sorted(POLICY_LOSSES))})")
+        POLICY_LOSSES.lookup(v)
         return v

@@ -18,25 +18,15 @@ from typing import Callable
 
 import torch
 
+from stages.common.named_registry import Registry
+
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
-POLICY_LOSSES: dict[str, LossFn] = {}
-
-
-def register_policy_loss(name: str):
-    """Decorator: ``@register_policy_loss("ppo_clip_token_mean")`` makes the function known as ``name``."""
-    def deco(fn: LossFn) -> LossFn:
-        if name in POLICY_LOSSES:
-            raise ValueError(f"policy loss '{name}' is registered twice")
-        POLICY_LOSSES[name] = fn
-        return fn
-    return deco
+POLICY_LOSSES = Registry("policy loss")
+register_policy_loss = POLICY_LOSSES.register
 
 
 def get_policy_loss(name: str) -> LossFn:
-    try:
-        return POLICY_LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy loss '{name}' (known: {', '.join(sorted(POLICY_LOSSES))})") from None
+    return POLICY_LOSSES.lookup(name)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
