@@ -46,8 +46,3 @@ class Manifest(BaseModel):
     payload_dir: str = Field(description="sub-directory holding the files of the committed attempt")
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     extra: dict = Field(default_factory=dict, description="stage-specific metadata (metrics, steps, ...)")
-
-
-def manifest_json_schema() -> dict:
-    """The manifest's JSON schema, for readers outside Python."""
-    return Manifest.model_json_schema()

@@ -11,6 +11,7 @@ from stages.data_filter import stage as data_filter
 from stages.data_filter.config import DataFilterConfig
 from stages.data_filter.filters import Decontaminator, ngram_tokens, text_hash
 from stages.gym.provisional import parse_verifier
+from tests.stages.helpers import commit_table
 
 # planted kind (world) -> reason (data_filter)
 EXPECTED_REASON = {"duplicate": "duplicate", "truncated": "unclosed_think", "empty": "empty_response",
@@ -91,9 +92,7 @@ def test_second_run_reuses(filtered):
 
 # -- the checks on hand-made rows ------------------------------------------------
 def _commit(store, kind, name, rows, schema=None):
-    w = store.begin(kind, name, "v1", producer="test", stage="test", config_fingerprint="x", code_version="x")
-    w.write_table(pa.Table.from_pylist(rows, schema=schema))
-    return w.commit()
+    return commit_table(store, kind, name, pa.Table.from_pylist(rows, schema=schema))
 
 
 def _sft(i, prompt, response, **extra):

@@ -7,20 +7,20 @@ import pyarrow as pa
 import pytest
 
 from stages.common.config import ConfigError, validate
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from stages.common.model_factory import (
+    ModelConfig,
+    build_model,
+    build_tokenizer,
+    save_checkpoint,
+)
 from stages.common.store import ArtifactStore
 from stages.domain_rl import stage as domain_rl
 from stages.domain_rl.carryover import select_carryover
 from stages.domain_rl.config import DomainRLConfig
+from tests.stages.helpers import MATH_VERIFIER, MCQ_VERIFIER, commit_artifact
 
-MATH = json.dumps({"type": "math_exact"})
-MCQ = json.dumps({"type": "mcq"})
-
-
-def _commit(store, kind, name, fill):
-    w = store.begin(kind, name, "v1", producer="test", stage="test", config_fingerprint="x", code_version="x")
-    fill(w)
-    return w.commit()
+MATH, MCQ = MATH_VERIFIER, MCQ_VERIFIER
+_commit = commit_artifact
 
 
 def _prompts() -> pa.Table:

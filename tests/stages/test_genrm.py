@@ -6,18 +6,25 @@ import random
 import pyarrow as pa
 import pytest
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from stages.common.model_factory import (
+    ModelConfig,
+    build_model,
+    build_tokenizer,
+    save_checkpoint,
+)
 from stages.common.runner import StageInputError
 from stages.common.store import ArtifactStore
 from stages.genrm import stage as genrm
 from stages.genrm.config import GenRMConfig
-from stages.genrm.verdict import judge_prompt, normalize_label, parse_verdict, verdict_text
+from stages.genrm.verdict import (
+    judge_prompt,
+    normalize_label,
+    parse_verdict,
+    verdict_text,
+)
+from tests.stages.helpers import commit_artifact
 
-
-def _commit(store, kind, name, fill):
-    w = store.begin(kind, name, "v1", producer="test", stage="test", config_fingerprint="x", code_version="x")
-    fill(w)
-    return w.commit()
+_commit = commit_artifact
 
 
 def _pairs(n: int, seed: int = 0, bad_labels=()) -> pa.Table:

@@ -5,17 +5,18 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, load_checkpoint, save_checkpoint
+from stages.common.model_factory import (
+    ModelConfig,
+    build_model,
+    build_tokenizer,
+    load_checkpoint,
+)
 from stages.common.store import ArtifactStore
 from stages.merge import stage as merge
 from stages.merge.config import MergeConfig
+from tests.stages.helpers import commit_checkpoint
 
-
-def _commit_checkpoint(store, name, model, tok):
-    w = store.begin("checkpoint", name, "v1", producer="test", stage="test", config_fingerprint="x",
-                    code_version="x")
-    save_checkpoint(model, tok, w.dir)
-    return w.commit()
+_commit_checkpoint = commit_checkpoint
 
 
 def _finetuned(base, seed: int, scale: float = 0.02):

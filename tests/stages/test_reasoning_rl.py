@@ -7,19 +7,20 @@ import time
 import pyarrow as pa
 import pytest
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, load_checkpoint, save_checkpoint
+from stages.common.model_factory import (
+    ModelConfig,
+    build_model,
+    build_tokenizer,
+    load_checkpoint,
+    save_checkpoint,
+)
 from stages.common.store import ArtifactStore
 from stages.reasoning_rl import stage as reasoning_rl
 from stages.reasoning_rl.config import ReasoningRLConfig
+from tests.stages.helpers import MATH_VERIFIER, MCQ_VERIFIER, commit_artifact
 
-MATH = json.dumps({"type": "math_exact"})
-MCQ = json.dumps({"type": "mcq"})
-
-
-def _commit(store, kind, name, fill):
-    w = store.begin(kind, name, "v1", producer="test", stage="test", config_fingerprint="x", code_version="x")
-    fill(w)
-    return w.commit()
+MATH, MCQ = MATH_VERIFIER, MCQ_VERIFIER
+_commit = commit_artifact
 
 
 def prompts_table(n_math: int, n_domain: int, n_math_by_verifier: int = 0) -> pa.Table:

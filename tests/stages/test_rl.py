@@ -16,9 +16,15 @@ from stages.rl import advantages as adv_mod
 from stages.rl.advantages import ADVANTAGES, grpo, register_advantage
 from stages.rl.config import RLConfig
 from stages.rl.data import PromptSampler, RLPrompt, is_reasoning_prompt
-from stages.rl.engine import (build_batch, group_stats, policy_update, rollouts_table, token_logprobs, train)
+from stages.rl.engine import (
+    build_batch,
+    group_stats,
+    policy_update,
+    rollouts_table,
+    token_logprobs,
+    train,
+)
 from stages.rl.losses import POLICY_LOSSES, ppo_clip_token_mean
-
 
 # -- advantages -----------------------------------------------------------------
 

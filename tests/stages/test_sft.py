@@ -7,18 +7,18 @@ import pyarrow as pa
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from stages.common.model_factory import (
+    ModelConfig,
+    build_model,
+    build_tokenizer,
+)
 from stages.common.runner import StageInputError
 from stages.common.store import ArtifactStore
 from stages.sft import stage as sft
 from stages.sft.config import SFTConfig
+from tests.stages.helpers import commit_checkpoint, commit_table
 
-
-def _commit_checkpoint(store, name, model, tok):
-    w = store.begin("checkpoint", name, "v1", producer="test", stage="test", config_fingerprint="x",
-                    code_version="x")
-    save_checkpoint(model, tok, w.dir)
-    return w.commit()
+_commit_checkpoint = commit_checkpoint
 
 
 def _arith_samples(n: int, seed: int = 0, n_too_long: int = 0) -> pa.Table:
@@ -40,10 +40,7 @@ def world(tmp_path):
     store = ArtifactStore(str(tmp_path / "a"))
     tok = build_tokenizer("")
     base = _commit_checkpoint(store, "base_ckpt", build_model(ModelConfig(), tok, seed=0), tok)
-    w = store.begin("sft_samples", "sft_longcot", "v1", producer="test", stage="test", config_fingerprint="x",
-                    code_version="x")
-    w.write_table(_arith_samples(96, n_too_long=3))
-    data = w.commit()
+    data = commit_table(store, "sft_samples", "sft_longcot", _arith_samples(96, n_too_long=3))
     return store, tok, {"base": base, "data": data}
 
 
