@@ -31,3 +31,9 @@ class ModelConfig(StrictModel):
         if self.head_dim % 32:
             raise ValueError(f"head_dim ({self.head_dim}) must be a multiple of 32 (vLLM kernels)")
         return self
+
+
+class TokenizerConfig(StrictModel):
+    vocab_size: int = Field(1024, ge=300, le=65536,
+                            description="BPE vocabulary incl. the 256 byte tokens and the special tokens")
+    min_frequency: int = Field(2, ge=1, description="a pair seen fewer times than this is never merged")

@@ -1,18 +1,20 @@
 """Tiny models and tokenizers, saved as Hugging Face folders.
 
 Everything is built from a seed with no download, so transformers, mergekit
-and vLLM load the result unchanged. The tokenizer is character-level: on
-arithmetic it learns faster than BPE, which merges digits (ARCHITECTURE §5).
+and vLLM load the result unchanged. The tokenizer is a byte-level BPE trained
+on the world's corpus, with digits split one per token.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Iterable
+
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config, Qwen3MoeConfig)
 
-from stages.common.model_config import ModelConfig  # noqa: F401  (re-exported)
+from stages.common.model_config import ModelConfig, TokenizerConfig  # noqa: F401  (re-exported)
 
 PAD, UNK, EOS = "<|pad|>", "<|unk|>", "<|end|>"
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
@@ -26,15 +28,25 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tokenizer(corpus_chars: str) -> PreTrainedTokenizerFast:
-    """A character-level tokenizer over printable ASCII plus the corpus' characters."""
-    chars = sorted(set(corpus_chars) | {chr(c) for c in range(32, 127)} | {"\n", "\t"})
-    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
-    for ch in chars:
-        vocab.setdefault(ch, len(vocab))
-    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
-    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    tk.decoder = decoders.Fuse()
+def build_tokenizer(texts: Iterable[str] | str, cfg: TokenizerConfig | None = None) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on ``texts``, with digits kept one per token.
+
+    Every byte has a token, so any text round-trips; merges never cross a
+    digit boundary, because BPE over numbers (``128`` as one token, ``12``
+    ``8`` elsewhere) makes arithmetic much harder to learn (ARCHITECTURE §5).
+    Training is single-pass and deterministic: the same texts in the same
+    order give the same files.
+    """
+    cfg = cfg or TokenizerConfig()
+    tk = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tk.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
+                                  special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tk.train_from_iterator([texts] if isinstance(texts, str) else texts, trainer=trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token=PAD, unk_token=UNK, eos_token=EOS,
                                   additional_special_tokens=ROLE_TOKENS + MARKUP_TOKENS)
     tok.chat_template = CHAT_TEMPLATE

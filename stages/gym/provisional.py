@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from fractions import Fraction
-from typing import Callable
+from stages.gym.registry import get_verifier, load_all, register_verifier
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -110,6 +110,7 @@ def extract_choice(text: str, options: str = "ABCD") -> str | None:
 
 
 # -- verifiers -----------------------------------------------------------------
+@register_verifier("math_exact")
 def _math_exact(spec: dict, response: str, reference: str) -> float:
     ref = parse_number(reference)
     got = parse_number(final_answer(response))
@@ -118,6 +119,7 @@ def _math_exact(spec: dict, response: str, reference: str) -> float:
     return 1.0 if got == ref else 0.0
 
 
+@register_verifier("mcq")
 def _mcq(spec: dict, response: str, reference: str) -> float:
     options = str(spec.get("options", "ABCD")).upper()
     ref = (reference or "").strip().strip('"').strip().upper()
@@ -125,12 +127,6 @@ def _mcq(spec: dict, response: str, reference: str) -> float:
         return 0.0
     got = extract_choice(final_answer(response), options)
     return 1.0 if got == ref else 0.0
-
-
-VERIFIERS: dict[str, Callable[[dict, str, str], float]] = {
-    "math_exact": _math_exact,
-    "mcq": _mcq,
-}
 
 
 def parse_verifier(verifier: str | dict) -> dict:
@@ -144,12 +140,23 @@ def parse_verifier(verifier: str | dict) -> dict:
             raise ValueError(f"verifier spec is not valid JSON: {verifier!r} ({e})") from None
     if not isinstance(spec, dict) or "type" not in spec:
         raise ValueError(f"verifier spec must be a JSON object with a 'type': {verifier!r}")
-    if spec["type"] not in VERIFIERS:
-        raise ValueError(f"unknown verifier type '{spec['type']}' (known: {', '.join(sorted(VERIFIERS))})")
+    known = load_all()
+    if spec["type"] not in known:
+        raise ValueError(f"unknown verifier type '{spec['type']}' (known: {', '.join(sorted(known))})")
     return spec
+
+
+def needs_reference(verifier: str | dict) -> bool:
+    """Whether a response can only be judged against a reference answer (False: the spec suffices)."""
+    return get_verifier(parse_verifier(verifier)["type"]).needs_reference
+
+
+def is_judged(verifier: str | dict) -> bool:
+    """Whether the verifier is a learned judge (GenRM) rather than rules: it cannot score offline."""
+    return get_verifier(parse_verifier(verifier)["type"]).judged
 
 
 def score(verifier: str | dict, response: str, reference: str) -> float:
     """Reward in [0, 1] of ``response`` against ``reference`` under ``verifier``."""
     spec = parse_verifier(verifier)
-    return float(VERIFIERS[spec["type"]](spec, response or "", reference or ""))
+    return float(get_verifier(spec["type"]).fn(spec, response or "", reference or ""))

@@ -1,28 +1,33 @@
-"""Assemble the world's tables from the item generators (pure Python, seeded).
+"""Assemble the world's tables from the suites (pure Python, seeded).
 
-Each part draws from its own ``random.Random(f"{seed}:{part}")`` stream and
-eval items are made first, so the eval suites do not change when the
-training sizes do. Bad rows are planted on purpose (``WorldConfig.n_planted``
-of each kind) and their row indices are reported, so tests can check that
-``data_filter`` quarantines exactly them:
+Each part draws from its own ``random.Random(f"{seed}:{part}:{suite}")``
+stream and eval items are made first, so an eval suite does not change when
+training sizes (or other suites) do. Bad rows are planted on purpose
+(``WorldConfig.n_planted`` of each kind) and their row indices reported, so
+tests can check that ``data_filter`` quarantines exactly them:
 
 - raw_sft: ``duplicate`` (a copy, sometimes re-spaced), ``truncated`` (a trace
-  cut before ``</think>``), ``empty`` (no response), ``wrong_answer`` (a trace
-  with a slip, or a wrong letter), ``contaminated`` (an eval prompt);
-- raw_prompts: ``duplicate``, ``contaminated`` (an eval prompt, embedded in a
-  longer question or with the brand swapped), ``no_reference``.
+  cut before ``</think>``), ``empty`` (no response), ``wrong_answer`` (the
+  suite teacher's plausible mistake), ``contaminated`` (an eval prompt, as is
+  or inside a longer question);
+- raw_prompts: ``duplicate``, ``contaminated``, ``no_reference``.
 """
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from artifacts_schema.tables import TABLE_SCHEMAS
+from stages.data_filter.filters import ngram_tokens
 from stages.world.config import WorldConfig
-from stages.world.generate import (BRANDS, LETTERS, Item, ItemFactory, math_response, mcq_prompt, solve,
-                                   wrong_math_response, wrong_mcq_response)
+from stages.world.items import Item
+from stages.world.suites import Suite, get_suite
+
+LEAK_NGRAM = 13          # data_filter's default decontamination n-gram
+TEMPLATE_EVAL_DF = 3     # an n-gram in this many eval prompts is template text, not a leak
 
 _ref_cols = [pa.field("reference", pa.string()), pa.field("verifier", pa.string())]
 PROMPTS_SCHEMA = TABLE_SCHEMAS["prompts"]
@@ -40,14 +45,66 @@ class World:
     eval_prompts: pa.Table
     planted: dict[str, dict[str, list[int]]]     # table -> planted kind -> row indices
 
-    def corpus(self) -> str:
-        """Every string in every table (for the tokenizer's alphabet)."""
-        out = []
+    def texts(self):
+        """Every string in every table, in a fixed order (the tokenizer's training corpus)."""
         for t in (self.raw_sft, self.raw_prompts, self.preferences, self.eval_prompts):
             for col in t.columns:
                 if pa.types.is_string(col.type):
-                    out.extend(v for v in col.to_pylist() if v)
-        return "".join(out)
+                    yield from (v for v in col.to_pylist() if v)
+
+
+def _grams(text: str, n: int = LEAK_NGRAM) -> set[tuple[str, ...]]:
+    toks = ngram_tokens(text)
+    if len(toks) < n:
+        return {tuple(toks)}
+    return {tuple(toks[k:k + n]) for k in range(len(toks) - n + 1)}
+
+
+class ItemFactory:
+    """Hands out items whose prompts are unique across the whole world and that
+    share no non-template ``LEAK_NGRAM``-gram with an eval prompt (items of one
+    template must not look like leaks of each other to data_filter)."""
+
+    def __init__(self, languages: list[str]):
+        self.seen: set[str] = set()
+        self.languages = list(languages)
+        self.eval_df: Counter = Counter()
+
+    def language(self, rng: random.Random, suite: Suite) -> str:
+        langs = [lang for lang in self.languages if lang in suite.languages] or [suite.languages[0]]
+        return rng.choices(langs, weights=[2] + [1] * (len(langs) - 1))[0]
+
+    def _leaks(self, grams: set) -> bool:
+        return any(0 < self.eval_df[g] < TEMPLATE_EVAL_DF for g in grams)
+
+    def make(self, suite: Suite, rng: random.Random, item_id: str, difficulty: int,
+             language: str | None = None, is_eval: bool = False) -> Item:
+        lang = language or self.language(rng, suite)
+        for level in range(difficulty, 6):  # a level whose space is used up gives way to the next one
+            for _ in range(200):
+                it = suite.make(rng, item_id, level, lang)
+                key = " ".join(it.prompt.split())
+                if key in self.seen:
+                    continue
+                grams = _grams(it.prompt)
+                if not is_eval and self._leaks(grams):
+                    continue
+                self.seen.add(key)
+                if is_eval:
+                    self.eval_df.update(grams)
+                return it
+        raise ValueError(f"suite '{suite.name}': cannot make another unique item at difficulty >= {difficulty} "
+                         f"in language {lang}; lower its size in the world config")
+
+
+class _Ids:
+    def __init__(self, sizes: dict[str, int]):
+        self.n = dict(sizes)
+
+    def __call__(self, suite: str) -> str:
+        i = self.n[suite]
+        self.n[suite] += 1
+        return f"{suite}-{i:05d}"
 
 
 def _respace(text: str) -> str:
@@ -55,131 +112,129 @@ def _respace(text: str) -> str:
     return " " + text.replace(" ", "  ", 1) + " "
 
 
-class _Ids:
-    def __init__(self, start_math: int, start_domain: int):
-        self.n = {"math": start_math, "ecommerce": start_domain}
-
-    def __call__(self, domain: str) -> str:
-        i = self.n[domain]
-        self.n[domain] += 1
-        return f"{'math' if domain == 'math' else 'ecom'}-{i:05d}"
-
-
-def _contaminated(variant: int, eval_math: list[Item], eval_mcq: list[Item], rng: random.Random,
-                  new_id, used: set[str]) -> Item | None:
-    """A copy of an eval item not copied before: exact (0: math, 1: mcq),
-    embedded in a longer question (2: math) or with another brand in the title (3: mcq)."""
-    first, second = (eval_math, eval_mcq) if variant % 2 == 0 else (eval_mcq, eval_math)
-    pool = [it for it in first if it.id not in used] or [it for it in second if it.id not in used]
-    if not pool:
-        return None
-    src = rng.choice(pool)
-    used.add(src.id)
-    item = Item(**{**src.__dict__, "id": new_id(src.domain)})
-    if variant == 2 and src.domain == "math":
-        item.prompt = "Quick question. " + src.prompt
-    elif variant == 3 and src.domain == "ecommerce":
-        brand, rest = src.extra["title"].split(" ", 1)
-        other = rng.choice([b for b in BRANDS if b != brand])
-        item.prompt = mcq_prompt(src.language, f"{other} {rest}", src.extra["options"])
-    return item
-
-
 def build_world(cfg: WorldConfig) -> World:
     seed = cfg.seed
     fac = ItemFactory(cfg.languages)
+    names = sorted(cfg.suites)
+    suites = {name: get_suite(name) for name in names}
 
-    r = random.Random(f"{seed}:eval")
-    eval_math = [fac.math(r, i % 5 + 1, f"eval-math-{i:04d}") for i in range(cfg.n_eval)]
-    eval_mcq = [fac.mcq(r, f"eval-ecom-{i:04d}") for i in range(cfg.n_eval)]
+    evals: dict[str, list[Item]] = {}
+    for name in names:
+        r = random.Random(f"{seed}:eval:{name}")
+        evals[name] = [fac.make(suites[name], r, f"eval-{name}-{i:04d}", i % 5 + 1, is_eval=True)
+                       for i in range(cfg.suites[name].n_eval)]
+    train: dict[str, list[Item]] = {}
+    for name in names:
+        r = random.Random(f"{seed}:train:{name}")
+        train[name] = [fac.make(suites[name], r, f"{name}-{i:05d}", r.randint(1, 5))
+                       for i in range(cfg.suites[name].n)]
 
-    r = random.Random(f"{seed}:math")
-    math_items = [fac.math(r, r.randint(1, 5), f"math-{i:05d}") for i in range(cfg.n_math)]
-    r = random.Random(f"{seed}:domain")
-    domain_items = [fac.mcq(r, f"ecom-{i:05d}") for i in range(cfg.n_domain)]
+    sft: list[tuple[dict, str | None]] = []
+    prompts: list[tuple[dict, str | None]] = []
+    for name in names:
+        k = round(len(train[name]) * cfg.sft_fraction)
+        sft += [(it.sft_row(), None) for it in train[name][:k]]
+        prompts += [(it.prompt_row(), None) for it in train[name][k:]]
 
-    k_m, k_d = round(cfg.n_math * cfg.sft_fraction), round(cfg.n_domain * cfg.sft_fraction)
-    sft: list[tuple[dict, str | None]] = [(it.sft_row(), None) for it in math_items[:k_m] + domain_items[:k_d]]
-    prompts: list[tuple[dict, str | None]] = [(it.prompt_row(), None)
-                                              for it in math_items[k_m:] + domain_items[k_d:]]
-
-    # -- planted bad rows ---------------------------------------------------
+    planted = _plant(cfg, fac, suites, evals, sft, prompts)
     r = random.Random(f"{seed}:plant")
-    new_id = _Ids(cfg.n_math, cfg.n_domain)
-    clean_sft, clean_prompts = [row for row, _ in sft], [row for row, _ in prompts]
-    leaked: set[str] = set()
-    for j in range(cfg.n_planted):
-        if clean_sft:
-            src = r.choice(clean_sft)
-            dup = {**src, "id": new_id(src["domain"]), "_copy_of": src["id"]}
-            if j % 2:
-                dup["prompt"] = _respace(dup["prompt"])
-            sft.append((dup, "duplicate"))
-        it = fac.math(r, r.randint(2, 5), new_id("math"))
-        cut = it.response.index("</think>")
-        sft.append((it.sft_row(it.response[:r.randint(len("<think>") + 1, cut - 1)]), "truncated"))
-        it = fac.math(r, r.randint(1, 5), new_id("math")) if j % 2 == 0 else fac.mcq(r, new_id("ecommerce"))
-        sft.append((it.sft_row(""), "empty"))
-        if j % 2 == 0:
-            it = fac.math(r, r.randint(1, 5), new_id("math"))
-            sft.append((it.sft_row(wrong_math_response(r, it)), "wrong_answer"))
-        else:
-            it = fac.mcq(r, new_id("ecommerce"))
-            sft.append((it.sft_row(wrong_mcq_response(r, it)), "wrong_answer"))
-        it = _contaminated(j % 2, eval_math, eval_mcq, r, new_id, leaked)
-        if it is not None:
-            sft.append((it.sft_row(), "contaminated"))
-
-        if clean_prompts:
-            src = r.choice(clean_prompts)
-            prompts.append(({**src, "id": new_id(src["domain"]), "prompt": _respace(src["prompt"]),
-                             "_copy_of": src["id"]}, "duplicate"))
-        it = _contaminated(2 + j % 2, eval_math, eval_mcq, r, new_id, leaked)
-        if it is not None:
-            prompts.append((it.prompt_row(), "contaminated"))
-        it = fac.math(r, r.randint(1, 5), new_id("math")) if j % 2 == 0 else fac.mcq(r, new_id("ecommerce"))
-        prompts.append(({**it.prompt_row(), "reference": ""}, "no_reference"))
     r.shuffle(sft)
     r.shuffle(prompts)
     _copies_after_originals(sft)
     _copies_after_originals(prompts)
 
-    # -- preference pairs ------------------------------------------------------
-    r = random.Random(f"{seed}:preferences")
-    pairs = []
-    for i in range(cfg.n_preference_pairs):
-        pid = f"pref-{i:05d}"
-        label = "TIE" if r.random() < cfg.tie_fraction else r.choice("AB")
-        if i % 3 == 2:
-            it = fac.mcq(r, pid)
-            spelled = f"{it.reference}. {it.extra['options'][LETTERS.index(it.reference)]}"
-            good = [it.reference, spelled]
-            bad = wrong_mcq_response(r, it)
-        else:
-            it = fac.math(r, r.randint(1, 5), pid)
-            good = [it.response, math_response(*_steps(it), style="narrated")]
-            bad = wrong_math_response(r, it, style=r.choice(["plain", "narrated"]))
-        if label == "TIE":
-            r.shuffle(good)
-            a, b = good
-        else:
-            right = r.choice(good)
-            a, b = (right, bad) if label == "A" else (bad, right)
-        pairs.append({"id": pid, "prompt": it.prompt, "response_a": a, "response_b": b, "label": label,
-                      "domain": it.domain, "task": it.task, "language": it.language,
-                      "reference": it.reference, "verifier": it.verifier})
-
-    planted = {"raw_sft": _indices(sft), "raw_prompts": _indices(prompts)}
+    pairs = _preference_pairs(cfg, fac, suites)
+    eval_rows = [it.prompt_row() for name in names for it in evals[name]]
     return World(
         raw_sft=pa.Table.from_pylist([row for row, _ in sft], schema=SFT_SCHEMA),
         raw_prompts=pa.Table.from_pylist([row for row, _ in prompts], schema=PROMPTS_SCHEMA),
         preferences=pa.Table.from_pylist(pairs, schema=PREFS_SCHEMA),
-        eval_prompts=pa.Table.from_pylist([it.prompt_row() for it in eval_math + eval_mcq], schema=PROMPTS_SCHEMA),
-        planted=planted)
+        eval_prompts=pa.Table.from_pylist(eval_rows, schema=PROMPTS_SCHEMA),
+        planted={"raw_sft": _indices(sft), "raw_prompts": _indices(prompts)} if planted else
+        {"raw_sft": {}, "raw_prompts": {}})
 
 
-def _steps(item: Item) -> tuple[list[str], int]:
-    return solve(item.extra["nums"], item.extra["ops"])
+def _plant(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite], evals: dict[str, list[Item]],
+           sft: list, prompts: list) -> bool:
+    """Append ``n_planted`` bad rows of each kind to ``sft`` and ``prompts`` (tagged with the kind)."""
+    if not cfg.n_planted or not suites:
+        return False
+    r = random.Random(f"{cfg.seed}:plant")
+    names = sorted(suites)
+    new_id = _Ids({name: cfg.suites[name].n for name in names})
+    reasoning = [n for n in names if suites[n].reasoning]
+    clean_sft, clean_prompts = [row for row, _ in sft], [row for row, _ in prompts]
+    leak_pool = [it for name in names for it in evals[name]]
+    r.shuffle(leak_pool)
+
+    def fresh(name: str) -> Item:
+        return fac.make(suites[name], r, new_id(name), r.randint(1, 5))
+
+    for j in range(cfg.n_planted):
+        name = names[j % len(names)]
+        if clean_sft:
+            src = r.choice(clean_sft)
+            dup = {**src, "id": new_id(src["task"] if src["task"] in suites else name), "_copy_of": src["id"]}
+            if j % 2:
+                dup["prompt"] = _respace(dup["prompt"])
+            sft.append((dup, "duplicate"))
+        if reasoning:
+            it = fresh(reasoning[j % len(reasoning)])
+            cut = it.response.index("</think>")
+            sft.append((it.sft_row(it.response[:r.randint(len("<think>") + 1, cut - 1)]), "truncated"))
+        sft.append((fresh(name).sft_row(""), "empty"))
+        it = fresh(name)
+        sft.append((it.sft_row(suites[name].wrong(r, it)), "wrong_answer"))
+        if leak_pool:
+            src = leak_pool.pop()
+            item = Item(**{**src.__dict__, "id": new_id(src.id.split("-")[1])})
+            if j % 2:
+                item.prompt = "Quick question. " + src.prompt
+            sft.append((item.sft_row(), "contaminated"))
+
+        if clean_prompts:
+            src = r.choice(clean_prompts)
+            prompts.append(({**src, "id": new_id(name), "prompt": _respace(src["prompt"]),
+                             "_copy_of": src["id"]}, "duplicate"))
+        if leak_pool:
+            src = leak_pool.pop()
+            item = Item(**{**src.__dict__, "id": new_id(src.id.split("-")[1])})
+            if j % 2 == 0:
+                item.prompt = "Quick question. " + src.prompt
+            prompts.append((item.prompt_row(), "contaminated"))
+        needs_ref = [n for n in names if _needs_reference(suites[n])]
+        if needs_ref:
+            prompts.append(({**fresh(needs_ref[j % len(needs_ref)]).prompt_row(), "reference": ""}, "no_reference"))
+    return True
+
+
+def _needs_reference(suite: Suite) -> bool:
+    from stages.gym.provisional import needs_reference
+    return needs_reference(suite.make(random.Random(0), "probe", 1, suite.languages[0]).verifier)
+
+
+def _preference_pairs(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite]) -> list[dict]:
+    """A/B/TIE pairs: a correct response against the teacher's mistake, or two
+    correct responses in other words (a true tie), from suites with an ``alt``."""
+    r = random.Random(f"{cfg.seed}:preferences")
+    names = [n for n in sorted(suites) if suites[n].alt is not None]
+    pairs = []
+    for i in range(cfg.n_preference_pairs if names else 0):
+        pid = f"pref-{i:05d}"
+        label = "TIE" if r.random() < cfg.tie_fraction else r.choice("AB")
+        suite = suites[names[i % len(names)]]
+        it = fac.make(suite, r, pid, r.randint(1, 5))
+        good = [it.response, suite.alt(r, it)]
+        if label == "TIE":
+            r.shuffle(good)
+            a, b = good
+        else:
+            right, bad = r.choice(good), suite.wrong(r, it)
+            a, b = (right, bad) if label == "A" else (bad, right)
+        pairs.append({"id": pid, "prompt": it.prompt, "response_a": a, "response_b": b, "label": label,
+                      "domain": it.domain, "task": it.task, "language": it.language,
+                      "reference": it.reference, "verifier": it.verifier})
+    return pairs
 
 
 def _copies_after_originals(rows: list[tuple[dict, str | None]]) -> None:

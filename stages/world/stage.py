@@ -44,7 +44,7 @@ def _body(config: WorldConfig, inputs: dict[str, Artifact], outputs: dict[str, A
             w.extra["planted"] = world.planted[slot]
         log.info("%s: %d rows", slot, table.num_rows)
 
-    tok = build_tokenizer(world.corpus())
+    tok = build_tokenizer(world.texts(), config.tokenizer)
     model = build_model(config.model, tok, config.seed)
     n_params = sum(p.numel() for p in model.parameters())
     save_checkpoint(model, tok, outputs["base"].dir,

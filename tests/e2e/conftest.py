@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Smaller than tiny.yaml: these tests run the pipeline several times.
 E2E_OVERRIDES = {
-    "world": {"n_math": 120, "n_domain": 60, "n_preference_pairs": 24, "n_eval": 8},
+    "world": {"suites": {"arithmetic": {"n": 120, "n_eval": 8}, "ecommerce_category": {"n": 60, "n_eval": 8}},
+              "n_preference_pairs": 24},
     "sft_longcot": {"steps": 6, "batch_size": 8},
     "sft_domain": {"steps": 6, "batch_size": 8},
     "genrm": {"steps": 3, "batch_size": 4},

@@ -14,7 +14,8 @@ import pytest
 
 os.environ.setdefault("COMPASS_PROGRESS", "0")
 
-SMALL_WORLD = dict(n_math=120, n_domain=60, n_preference_pairs=30, n_eval=10, n_planted=2)
+SMALL_WORLD = dict(suites={"arithmetic": {"n": 120, "n_eval": 10}, "ecommerce_category": {"n": 60, "n_eval": 10}},
+                   n_preference_pairs=30, n_planted=2)
 
 
 def small_world_config(**over):

@@ -11,7 +11,7 @@ from stages.evaluation.config import EvalConfig
 from stages.gym.provisional import score
 from stages.world import stage as world
 from stages.world.build import build_world
-from stages.world.generate import LEVELS
+from stages.world.suites.arithmetic import LEVELS
 from tests.stages.conftest import small_world_config
 
 KINDS = {"raw_sft": "sft_samples", "raw_prompts": "prompts", "preferences": "preference_pairs",
@@ -26,16 +26,14 @@ def test_outputs_have_declared_kinds_and_schemas(world_arts, world_config):
         t = art.read_table()
         conform(t, art.kind, slot)
         assert art.manifest.rows == t.num_rows > 0
-    n_eval = world_config.n_eval
     evals = world_arts["eval_prompts"].read_table()
-    assert evals.num_rows == 2 * n_eval
+    assert evals.num_rows == sum(s.n_eval for s in world_config.suites.values())
     assert sorted(set(evals.column("domain").to_pylist())) == ["ecommerce", "math"]
     assert world_arts["preferences"].read_table().num_rows == world_config.n_preference_pairs
     planted = world_arts["raw_sft"].manifest.extra["planted"]
     n_planted = sum(len(v) for v in planted.values())
-    k_m = round(world_config.n_math * world_config.sft_fraction)
-    k_d = round(world_config.n_domain * world_config.sft_fraction)
-    assert world_arts["raw_sft"].manifest.rows == k_m + k_d + n_planted
+    k = sum(round(s.n * world_config.sft_fraction) for s in world_config.suites.values())
+    assert world_arts["raw_sft"].manifest.rows == k + n_planted
 
 
 def test_same_config_gives_byte_identical_artifacts(tmp_path, world_config, world_arts):
@@ -55,7 +53,8 @@ def test_seed_changes_the_data():
 
 def test_eval_set_does_not_depend_on_training_sizes():
     a = build_world(small_world_config())
-    b = build_world(small_world_config(n_math=40, n_domain=10, n_preference_pairs=5))
+    b = build_world(small_world_config(suites={"arithmetic": {"n": 40, "n_eval": 10}, "ecommerce_category": {"n": 10, "n_eval": 10}},
+                                       n_preference_pairs=5))
     assert a.eval_prompts.equals(b.eval_prompts)
 
 
@@ -152,7 +151,7 @@ def test_second_run_reuses(world_store, world_config, world_result):
 
 def test_world_avoids_leaks_at_the_filters_default_ngram():
     from stages.data_filter.config import DataFilterConfig
-    from stages.world.generate import LEAK_NGRAM
+    from stages.world.build import LEAK_NGRAM
     assert LEAK_NGRAM == DataFilterConfig().decontam_ngram
 
 
