@@ -28,7 +28,7 @@ def _body(config: ReasoningRLConfig, inputs, outputs) -> None:
     prompts = [p for p in prompts_from_table(table) if is_reasoning_prompt(p)]
     if not prompts:
         raise ValueError(f"reasoning_rl: {inputs['prompts'].uri} has no reasoning prompts "
-                         f"(domain 'math' or verifier 'math_exact') among {table.num_rows} rows")
+                         f"(domain math or code, or verifier math_exact or code) among {table.num_rows} rows")
     run_rl(config, inputs["policy"], prompts, outputs, log=log, desc="reasoning_rl",
            extra={"prompts_available": len(prompts), "prompts_table_rows": table.num_rows})
 

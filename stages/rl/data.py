@@ -8,8 +8,8 @@ from typing import Sequence
 
 import pyarrow as pa
 
-REASONING_DOMAINS = frozenset({"math"})
-REASONING_VERIFIERS = frozenset({"math_exact"})
+REASONING_DOMAINS = frozenset({"math", "code"})
+REASONING_VERIFIERS = frozenset({"math_exact", "code"})
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def verifier_type(verifier_json: str) -> str | None:
 
 
 def is_reasoning_prompt(p: RLPrompt) -> bool:
-    """Phase-1 (reasoning RL) prompt: a math-domain row or any row verified by ``math_exact``.
+    """Phase-1 (reasoning RL) prompt: a math or code row, or any row verified by ``math_exact`` or ``code``.
 
     Everything else belongs to phase 2 (domain RL); the two sets partition a prompts table.
     """
