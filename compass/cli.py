@@ -148,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from compass.artifacts_cli import add_artifacts_parser
     add_artifacts_parser(sub)
+    from compass.import_cmd import add_import_parser
+    add_import_parser(sub)
     return ap
 
 
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "config":
         return cmd_config(args)
+    if args.command == "import":
+        from compass.import_cmd import run_import
+        return run_import(args)
     if args.command == "artifacts":
         from compass.artifacts_cli import run_artifacts
         return run_artifacts(args)
