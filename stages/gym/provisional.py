@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from fractions import Fraction
 from stages.gym.registry import get_verifier, load_all, register_verifier
 
@@ -81,22 +82,40 @@ def parse_number(text: str) -> Fraction | None:
 
 
 # -- multiple choice -----------------------------------------------------------
-_ANSWER_WORDS = r"(?:the\s+)?(?:correct\s+)?(?:answer|option|choice|jawaban(?:nya)?|resposta|đáp án|答案|คำตอบ)"
+# "The (correct) answer is B" in the world's languages (en, zh-TW, id, vi, th, pt, ms):
+# an answer word, an optional "correct", an optional "is", an optional article or
+# "option/letter" word, then the letter ("A resposta correta é a B", "คำตอบคือข้อ B").
+_ANSWER_WORDS = ("answer", "option", "choice", "答案", "選項", "jawaban(?:nya)?", "jawapan(?:nya)?", "pilihan",
+                 "đáp án", "lựa chọn", "คำตอบ", "ตัวเลือก", "resposta", "alternativa", "opção")
+_CORRECT_WORDS = ("correct", "yang benar", "yang betul", "yang tepat", "đúng", "ที่ถูกต้อง", "ที่ถูก",
+                  "correta", "certa")
+_IS_WORDS = ("is", "是", "為", "为", "adalah", "ialah", "là", "คือ", "é")
+_BEFORE_LETTER = ("letra", "option", "[ao]")
+
+
+def _any(words: tuple[str, ...]) -> str:
+    return "(?:" + "|".join(words) + ")"
+
+
+# NFKC like the text it reads (it splits Thai "ำ" in two)
+_SAID = unicodedata.normalize(
+    "NFKC", rf"{_any(_ANSWER_WORDS)}\s*(?:{_any(_CORRECT_WORDS)}\s*)?(?:{_any(_IS_WORDS)}\s*)?"
+            rf"[:]?\s*(?:{_any(_BEFORE_LETTER)}\s+|ข้อ\s*)?[\(\[]?\s*")
 
 
 def extract_choice(text: str, options: str = "ABCD") -> str | None:
     """The option letter an answer names: ``B``, ``(B)``, ``B. Shoes``,
-    ``answer is B``, ``Jawaban: B``; None when there is none or it is ambiguous."""
+    ``answer is B``, ``Jawaban: B``, ``答案是 B``, ``Đáp án là B``, ``คำตอบคือ B``,
+    ``A resposta é B``, ``Jawapannya ialah B``; None when there is none or it is ambiguous."""
     if not text:
         return None
-    t = text.strip()
+    t = unicodedata.normalize("NFKC", text).strip()   # full-width "（Ｂ）" and "：" read as "(B)", ":"
     letters = re.escape(options)
     not_letter = r"(?![A-Za-z])"
     m = re.fullmatch(rf"[\(\[]?\s*([{letters}{letters.lower()}])\s*[\)\]]?\s*[.:]?", t)
     if m:
         return m.group(1).upper()
-    said = re.findall(rf"{_ANSWER_WORDS}\s*(?:is|adalah|é|là)?\s*[:：]?\s*[\(\[]?\s*([{letters}]){not_letter}", t,
-                      flags=re.IGNORECASE)
+    said = re.findall(rf"{_SAID}([{letters}]){not_letter}", t, flags=re.IGNORECASE)
     said = [s.upper() for s in said if s.upper() in options]
     if said:
         return said[-1]

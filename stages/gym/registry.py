@@ -16,6 +16,12 @@ from stages.common.named_registry import Registry
 # Modules that register verifiers; add a new verifier's module here.
 VERIFIER_MODULES = (
     "stages.gym.provisional",
+    "stages.gym.json_schema",
+    "stages.gym.title_judge",
+    "stages.gym.code_tests",
+    "stages.gym.ifeval_rules",
+    "stages.gym.tool_calls",
+    "stages.gym.qa_match",
 )
 
 

@@ -25,6 +25,15 @@ LANGUAGES = ("en", "zh-TW", "id", "vi", "th", "pt", "ms")
 SUITE_MODULES = (
     "stages.world.suites.arithmetic",
     "stages.world.suites.ecommerce_category",
+    "stages.world.suites.ecommerce_relevance",
+    "stages.world.suites.ecommerce_brand",
+    "stages.world.suites.attribute_json",
+    "stages.world.suites.title_rewrite",
+    "stages.world.suites.math_word",
+    "stages.world.suites.code",
+    "stages.world.suites.ifeval",
+    "stages.world.suites.tool_use",
+    "stages.world.suites.qa",
 )
 
 

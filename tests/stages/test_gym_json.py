@@ -1,0 +1,92 @@
+"""The e-commerce verifiers: JSON-schema extraction (field-level score) and the GenRM rules fallback."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stages.gym.json_schema import parse_json_answer, validate
+from stages.gym.provisional import is_judged, needs_reference, score
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["brand", "color", "quantity"],
+          "properties": {"brand": {"type": "string"}, "color": {"type": "string", "enum": ["Black", "Red"]},
+                         "quantity": {"type": "integer", "minimum": 1}}}
+SPEC = json.dumps({"type": "json_schema", "schema": SCHEMA})
+GOLD = json.dumps({"brand": "Lumio", "color": "Black", "quantity": 3})
+
+
+@pytest.mark.parametrize("response,expected", [
+    ('{"brand": "Lumio", "color": "Black", "quantity": 3}', 1.0),
+    ('{"quantity": 3, "color": "Black", "brand": "Lumio"}', 1.0),                 # key order is free
+    ('```json\n{"brand": "Lumio", "color": "Black", "quantity": 3}\n```', 1.0),    # fenced
+    ('```\n{"brand": "Lumio", "color": "Black", "quantity": 3}\n```', 1.0),
+    ('<think>brand first</think>{"brand": "Lumio", "color": "Black", "quantity": 3}', 1.0),
+    ('{"brand": " lumio ", "color": "Black", "quantity": 3.0}', 1.0),             # case, spaces, 3.0 == 3
+    ('{"brand": "Lumio", "color": "Red", "quantity": 3}', 2 / 3),                 # partial match
+    ('{"brand": "Zenta", "color": "Red", "quantity": 4}', 0.0),
+    ('{"brand": "Lumio", "color": "Black"}', 0.0),                                # missing required
+    ('{"brand": "Lumio", "color": "Black", "quantity": "3"}', 0.0),               # wrong type
+    ('{"brand": "Lumio", "color": "Blue", "quantity": 3}', 0.0),                  # not in enum
+    ('{"brand": "Lumio", "color": "Black", "quantity": 0}', 0.0),                 # below minimum
+    ('{"brand": "Lumio", "color": "Black", "quantity": true}', 0.0),              # a bool is no integer
+    ('{"brand": "Lumio", "color": "Black", "quantity": 3, "size": "M"}', 0.0),    # additionalProperties
+    ('{"brand": "Lumio", "color": "Black", "quantity": 3', 0.0),                  # invalid JSON
+    ('["Lumio", "Black", 3]', 0.0),                                               # not an object
+    ('The brand is Lumio.', 0.0),
+    ('<think>{"brand": "Lumio", "color": "Black", "quantity": 3}', 0.0),          # unfinished thought
+    ('', 0.0),
+])
+def test_json_schema_scores(response, expected):
+    assert score(SPEC, response, GOLD) == pytest.approx(expected)
+
+
+def test_json_schema_reference_and_schema_edge_cases():
+    assert score(SPEC, GOLD, "not json") == 0.0
+    assert score(json.dumps({"type": "json_schema"}), '{"a": 1, "b": "x"}', '{"a": 1, "b": "y"}') == 0.5
+    assert score(json.dumps({"type": "json_schema"}), '{"a": 1}', "{}") == 1.0
+    assert needs_reference(SPEC) and not is_judged(SPEC)
+
+
+def test_validate_reports_paths():
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}},
+                                               "note": {"type": ["string", "null"], "maxLength": 3}}}
+    assert validate({"tags": ["a", "b"], "note": None}, schema) == []
+    assert validate({"tags": ["a", 2]}, schema) == ["$.tags[1]: expected string, got int"]
+    assert validate({"note": "long"}, schema) == ["$.note: longer than maxLength"]
+    assert parse_json_answer("  {\"a\": 1}  ") == {"a": 1} and parse_json_answer("{a: 1}") is None
+
+
+# -- GenRM (rules fallback) --------------------------------------------------------------------
+TITLE = json.dumps({"type": "genrm", "criteria": ["keeps the brand"], "must_keep": ["Lumio", "Wireless Earbuds"],
+                    "banned": ["HOT SALE", "FREE SHIPPING"], "max_chars": 50})
+
+
+@pytest.mark.parametrize("response,expected", [
+    ("Lumio Premium Wireless Earbuds X2 Black", 1.0),
+    ("Lumio Wireless Earbuds X2", 1.0),
+    ("Wireless Earbuds Lumio, Black", 1.0),
+    ("<think>drop the spam</think>Lumio Wireless Earbuds X2", 1.0),
+    ("Premium Wireless Earbuds X2 Black", 0.5),                                  # brand dropped
+    ("Lumio", 0.5),                                                              # noun dropped
+    ("LUMIO PREMIUM WIRELESS EARBUDS X2", 2 / 3),                                # shouting
+    ("Lumio Wireless Earbuds X2 Hot Sale", 2 / 3),                               # spam kept
+    ("Lumio Wireless Earbuds X2 wireless earbuds", 2 / 3),                       # noun stuffed
+    ("Lumio Wireless Earbuds Bluetooth Bluetooth", 2 / 3),                       # a word repeated
+    ("Lumio Wireless Earbuds X2 Wireless", 2 / 3),                               # part of the noun again
+    ("Lumio Wireless Earbuds X2 with a very long tail of words", 2 / 3),         # too long
+    ("Lumio Wireless Earbuds\nX2", 2 / 3),                                       # two lines
+    ("Lumio Wireless Earbuds for hotel rooms", 1.0),                             # "hot" is not "HOT SALE"
+    ("", 0.0),
+])
+def test_genrm_rules_fallback(response, expected):
+    assert score(TITLE, response, "Lumio Premium Wireless Earbuds X2 Black") == pytest.approx(expected)
+
+
+def test_genrm_is_judged_needs_no_reference_and_handles_unspaced_scripts():
+    assert is_judged(TITLE) and not needs_reference(TITLE)
+    zh = json.dumps({"type": "genrm", "must_keep": ["Lumio", "USB隨身碟"], "banned": ["熱銷"], "max_chars": 70})
+    assert score(zh, "Lumio 高級USB隨身碟 X2", "") == 1.0                      # USB may be capitals, glued noun
+    assert score(zh, "Lumio 高級USB隨身碟 X2 【熱銷】", "") == pytest.approx(2 / 3)
+    assert score(zh, "Lumio USB隨身碟 USB隨身碟", "") == pytest.approx(2 / 3)
+    bare = json.dumps({"type": "genrm", "criteria": ["reads naturally"]})   # no rules: exact match only
+    assert score(bare, " Lumio  Earbuds ", "Lumio Earbuds") == 1.0 and score(bare, "Lumio", "Lumio Earbuds") == 0.0
