@@ -15,19 +15,17 @@ tests can check that ``data_filter`` quarantines exactly them:
 from __future__ import annotations
 
 import random
-from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from artifacts_schema.tables import TABLE_SCHEMAS
-from stages.data_filter.filters import ngram_tokens
 from stages.world.config import WorldConfig
+from stages.world.filter_guard import FilterGuard
 from stages.world.items import Item
 from stages.world.suites import Suite, get_suite
 
 LEAK_NGRAM = 13          # data_filter's default decontamination n-gram
-TEMPLATE_EVAL_DF = 3     # an n-gram in this many eval prompts is template text, not a leak
 
 _ref_cols = [pa.field("reference", pa.string()), pa.field("verifier", pa.string())]
 PROMPTS_SCHEMA = TABLE_SCHEMAS["prompts"]
@@ -53,29 +51,22 @@ class World:
                     yield from (v for v in col.to_pylist() if v)
 
 
-def _grams(text: str, n: int = LEAK_NGRAM) -> set[tuple[str, ...]]:
-    toks = ngram_tokens(text)
-    if len(toks) < n:
-        return {tuple(toks)}
-    return {tuple(toks[k:k + n]) for k in range(len(toks) - n + 1)}
-
-
 class ItemFactory:
-    """Hands out items whose prompts are unique across the whole world and that
-    share no non-template ``LEAK_NGRAM``-gram with an eval prompt (items of one
-    template must not look like leaks of each other to data_filter)."""
+    """Hands out items whose prompts are unique across the whole world, and
+    training items that data_filter would not flag as eval leaks or as
+    near-duplicates of each other (see ``filter_guard``)."""
 
     def __init__(self, languages: list[str]):
         self.seen: set[str] = set()
         self.languages = list(languages)
-        self.eval_df: Counter = Counter()
+        self.guard = FilterGuard()
 
     def language(self, rng: random.Random, suite: Suite) -> str:
         langs = [lang for lang in self.languages if lang in suite.languages] or [suite.languages[0]]
         return rng.choices(langs, weights=[2] + [1] * (len(langs) - 1))[0]
 
-    def _leaks(self, grams: set) -> bool:
-        return any(0 < self.eval_df[g] < TEMPLATE_EVAL_DF for g in grams)
+    def eval_done(self, items: list[Item]) -> None:
+        self.guard.set_eval(items)
 
     def make(self, suite: Suite, rng: random.Random, item_id: str, difficulty: int,
              language: str | None = None, is_eval: bool = False) -> Item:
@@ -84,14 +75,9 @@ class ItemFactory:
             for _ in range(200):
                 it = suite.make(rng, item_id, level, lang)
                 key = " ".join(it.prompt.split())
-                if key in self.seen:
-                    continue
-                grams = _grams(it.prompt)
-                if not is_eval and self._leaks(grams):
+                if key in self.seen or (not is_eval and not self.guard.admit(it)):
                     continue
                 self.seen.add(key)
-                if is_eval:
-                    self.eval_df.update(grams)
                 return it
         raise ValueError(f"suite '{suite.name}': cannot make another unique item at difficulty >= {difficulty} "
                          f"in language {lang}; lower its size in the world config")
@@ -123,6 +109,7 @@ def build_world(cfg: WorldConfig) -> World:
         r = random.Random(f"{seed}:eval:{name}")
         evals[name] = [fac.make(suites[name], r, f"eval-{name}-{i:04d}", i % 5 + 1, is_eval=True)
                        for i in range(cfg.suites[name].n_eval)]
+    fac.eval_done([it for name in names for it in evals[name]])
     train: dict[str, list[Item]] = {}
     for name in names:
         r = random.Random(f"{seed}:train:{name}")

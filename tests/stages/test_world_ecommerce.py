@@ -108,14 +108,17 @@ def test_same_seed_same_items(name):
 @pytest.mark.parametrize("languages", [list(LANGUAGES), ["en", "id"], ["th"]])
 @pytest.mark.parametrize("name", sorted(SUITES))
 def test_two_thousand_unique_items_after_an_eval_set(name, languages):
-    """ItemFactory keeps prompts unique and free of 13-grams shared with 1-2 eval prompts."""
+    """ItemFactory keeps prompts unique, free of eval leaks and of near-duplicates (by data_filter's
+    rules). Thai alone supplies fewer: one character is one token there, so the shared template
+    weighs more in every pair's Jaccard similarity."""
     fac, suite = ItemFactory(languages), get_suite(name)
     r = random.Random("eval")
     for i in range(40):
         fac.make(suite, r, f"e{i}", i % 5 + 1, is_eval=True)
     r = random.Random("train")
-    items = [fac.make(suite, r, f"t{i}", r.randint(1, 5)) for i in range(2000)]
-    assert len({it.prompt for it in items}) == 2000
+    n = 400 if languages == ["th"] else 2000
+    items = [fac.make(suite, r, f"t{i}", r.randint(1, 5)) for i in range(n)]
+    assert len({it.prompt for it in items}) == n
     assert {it.language for it in items} == set(languages)
 
 
@@ -125,7 +128,12 @@ def test_no_template_run_reaches_the_leak_ngram(lang):
     prompt of that language, ItemFactory could then make no training item at all. Word-level
     grams (a noun, a category at one option letter) stay in a small share of the prompts."""
     from collections import Counter
-    from stages.world.build import _grams
+
+    from stages.data_filter.text import ngram_tokens
+
+    def _grams(text: str, n: int = 13) -> set[tuple[str, ...]]:
+        toks = ngram_tokens(text)
+        return {tuple(toks[k:k + n]) for k in range(len(toks) - n + 1)} or {tuple(toks)}
     for name in SUITES:
         suite, rng = get_suite(name), random.Random(f"grams:{name}")
         df = Counter()
