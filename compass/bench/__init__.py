@@ -5,6 +5,8 @@ import importlib
 
 BENCHMARKS = {
     "pipeline-rerun": "compass.bench.pipeline_rerun",
+    "data-filter": "compass.bench.data_filter",
+    "dedup-quality": "compass.bench.dedup_quality",
 }
 
 

@@ -76,7 +76,7 @@ class StageSpec:
     outputs: dict[str, str]            # slot -> artifact kind
     body: Body | str                   # the function, or "module:function" imported only when it runs
     libraries: tuple[str, ...] = ("common",)  # shared packages whose code is part of the version
-
+    optional_inputs: frozenset[str] = frozenset()   # slots (of ``inputs``) a run may leave out
 
     def resolve_body(self) -> Body:
         if callable(self.body):
@@ -103,13 +103,13 @@ class StageInputError(ValueError):
 
 
 def _check_inputs(spec: StageSpec, inputs: dict[str, Artifact]) -> None:
-    missing = sorted(set(spec.inputs) - set(inputs))
+    missing = sorted(set(spec.inputs) - set(inputs) - spec.optional_inputs)
     extra = sorted(set(inputs) - set(spec.inputs))
     if missing or extra:
         raise StageInputError(f"stage {spec.name}: missing input slot(s) {missing}, unknown slot(s) {extra}; "
                               f"expected {sorted(spec.inputs)}")
     for slot, kind in spec.inputs.items():
-        if inputs[slot].kind != kind:
+        if slot in inputs and inputs[slot].kind != kind:
             raise StageInputError(f"stage {spec.name}: input '{slot}' must be a {kind} artifact, "
                                   f"got {inputs[slot].kind} ({inputs[slot].uri})")
 

@@ -22,7 +22,7 @@ PIPELINE: tuple[Node, ...] = (
          {"raw_sft": "raw_sft", "raw_prompts": "raw_prompts", "preferences": "preference_pairs",
           "eval_prompts": "eval_prompts", "base": "base_ckpt"}),
     Node("data_filter", "data_filter",
-         {"sft": "raw_sft", "prompts": "raw_prompts", "eval": "eval_prompts"},
+         {"sft": "raw_sft", "prompts": "raw_prompts", "eval": "eval_prompts", "base": "base_ckpt"},
          {"sft_longcot": "sft_longcot", "sft_domain": "sft_domain", "rl_prompts": "rl_prompts",
           "quarantine": "quarantine"}),
     Node("sft_longcot", "sft", {"base": "base_ckpt", "data": "sft_longcot"}, {"checkpoint": "thinking_ckpt"}),

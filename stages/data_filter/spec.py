@@ -7,10 +7,11 @@ from stages.data_filter.config import DataFilterConfig
 
 SPEC = StageSpec(
     name="data_filter", config=DataFilterConfig,
-    inputs={"sft": "sft_samples", "prompts": "prompts", "eval": "prompts"},
+    inputs={"sft": "sft_samples", "prompts": "prompts", "eval": "prompts", "base": "checkpoint"},
+    optional_inputs=frozenset({"base"}),   # the grader's starting point; without it, prompts stay ungraded
     outputs={"sft_longcot": "sft_samples", "sft_domain": "sft_samples", "rl_prompts": "prompts",
              "quarantine": "quarantine"},
-    body="stages.data_filter.stage:_body", libraries=("common", "gym"))
+    body="stages.data_filter.stage:_body", libraries=("common", "gym", "sft"))
 
 
 def run(config: DataFilterConfig, inputs: dict, store, **kw):

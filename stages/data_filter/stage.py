@@ -1,157 +1,168 @@
-"""Data filter stage (provisional): clean raw data, route it, and quarantine the rest.
+"""Data filter stage: clean raw data, route it, and quarantine the rest, streaming.
 
-The minimal version reads raw SFT samples and raw prompts, rejects rows that
-are malformed (empty prompt or response, a ``<think>`` never closed, nothing
-after ``</think>``, a verifier spec that does not parse), unverifiable (RL
-prompt without a reference) or wrong (a teacher answer that does not verify
-against the known reference), removes exact duplicates (normalized text hash)
-and decontaminates against the eval prompts by word n-gram overlap
-(``decontam_ngram``; short eval prompts are matched whole; n-grams shared by
-many rows are template text and ignored). Kept reasoning samples (with
-``<think>``) go to ``sft_longcot``, the others to ``sft_domain``; kept prompts
-to ``rl_prompts`` with their difficulty. Every rejected row goes to
-``quarantine`` with its source, row index, field, reason and the row as JSON,
-and rows in = rows kept + rows quarantined is checked before anything is
-written. The full version adds near-duplicate detection (MinHash), language
-identification, length and repetition filters, more verifiers, and grading
-of RL prompts by measured pass rate with a small model.
+Reads raw SFT samples and raw RL prompts batch by batch (``DataFilterConfig.batch_rows``)
+and screens every row (``screen.py``: malformed fields, reasoning structure and answers,
+harmful content, exact and near duplicates, eval contamination). Kept reasoning samples
+(with ``<think>``) stream to ``sft_longcot``, the other kept samples to ``sft_domain``;
+kept prompts are collected (far fewer than SFT rows) and written to ``rl_prompts`` in one
+place; every rejected row streams to ``quarantine`` with its source, row index, field,
+reason, detail and the row as JSON. Before anything is committed, rows in = rows kept +
+rows quarantined is checked per input, and every writer's ``extra`` gets the counts per
+reason. Memory stays bounded: one batch of rows, the duplicate indexes (about 1 KiB per
+kept row) and the kept prompts. See docs/data_filter.md.
 """
 from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from artifacts_schema.tables import TABLE_SCHEMAS
 from stages.common.store import Artifact, ArtifactWriter
+from stages.common.store_layout import TABLE_FILE
+from stages.data_filter import quality
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.filters import (Decontaminator, answer_reason, final_answer, is_reasoning, normalize,
-                                        text_hash, think_reason, verifier_reason)
+from stages.data_filter.decontam import Decontaminator
+from stages.data_filter.harm import lookup as harm_filter
+from stages.data_filter.screen import Screen
+from stages.data_filter.text import ngram_tokens
+from stages.gym.provisional import THINK_OPEN
 
 PROVISIONAL = True
 log = logging.getLogger("compass.data_filter")
 
-Rejection = tuple[str | None, str, str]   # field, reason, detail
+QUARANTINE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("row_index", pa.int64()),
+                               pa.field("field", pa.string()), pa.field("reason", pa.string()),
+                               pa.field("row_json", pa.string()), pa.field("slot", pa.string()),
+                               pa.field("detail", pa.string())])
 
 
-def _sft_reason(cfg: DataFilterConfig, row: dict, refs: dict[str, tuple[str, str]]) -> Rejection | None:
-    prompt, response = row.get("prompt") or "", row.get("response") or ""
-    if not prompt.strip():
-        return "prompt", "empty_prompt", ""
-    if not response.strip():
-        return "response", "empty_response", ""
-    why = think_reason(response)
-    if why:
-        return "response", why, ""
-    if not final_answer(response):
-        return "response", "empty_answer", ""
-    reference, verifier = row.get("reference"), row.get("verifier")
-    if not reference:
-        reference, verifier = refs.get(normalize(prompt), (None, None))
-    why = verifier_reason(verifier)
-    if why:
-        return "verifier", why, str(verifier)
-    if cfg.check_answers:
-        why = answer_reason(response, reference, verifier)
-        if why:
-            return "response", why, f"final answer {final_answer(response)!r}, reference {reference!r}"
-    return None
+def decontaminator(cfg: DataFilterConfig, evals: Artifact) -> Decontaminator:
+    """The eval side of decontamination, from the eval prompts table (streamed; rows with bad text skipped)."""
+    toks, suites, ids = [], [], []
+    for batch in evals.iter_batches(batch_size=cfg.batch_rows):
+        cols, why = quality.scan_batch(batch, cfg.max_field_chars)
+        for i in range(batch.num_rows):
+            if why[i] is None:
+                toks.append(ngram_tokens(cols["prompt"][i]))
+                suites.append(f"{cols['domain'][i]}/{cols['task'][i]}")
+                ids.append(cols["id"][i])
+    return Decontaminator(toks, n=cfg.decontam_ngram, max_hits=cfg.decontam_max_hits,
+                          template_share=cfg.decontam_template_share, min_tokens=cfg.decontam_min_tokens,
+                          suites=suites, ids=ids)
 
 
-def _prompt_reason(cfg: DataFilterConfig, row: dict) -> Rejection | None:
-    if not (row.get("prompt") or "").strip():
-        return "prompt", "empty_prompt", ""
-    if cfg.require_reference and not (row.get("reference") or "").strip():
-        return "reference", "missing_reference", ""
-    why = verifier_reason(row.get("verifier"))
-    if why or (cfg.require_reference and not row.get("verifier")):
-        return "verifier", why or "bad_verifier", str(row.get("verifier"))
-    return None
+def _quarantine(source: Artifact, slot: str, start: int, why: list, cols: dict[str, list]) -> pa.Table | None:
+    rows = []
+    for i, w in enumerate(why):
+        if w is None:
+            continue
+        field, reason, detail = w
+        row = {name: values[i] for name, values in cols.items()}
+        rows.append({"source": source.uri, "row_index": start + i, "field": field, "reason": reason,
+                     "row_json": json.dumps(row, ensure_ascii=False, sort_keys=True, default=str),
+                     "slot": slot, "detail": detail})
+    return pa.Table.from_pylist(rows, schema=QUARANTINE_SCHEMA) if rows else None
 
 
-def filter_rows(cfg: DataFilterConfig, sft_rows: list[dict], prompt_rows: list[dict],
-                eval_prompts: list[str]) -> tuple[dict[str, dict[int, Rejection]], Decontaminator]:
-    """Rejections per source (``sft``, ``prompts``): row index -> (field, reason, detail)."""
-    refs: dict[str, tuple[str, str]] = {}
-    for r in prompt_rows:
-        if r.get("reference") and r.get("verifier"):
-            refs.setdefault(normalize(r["prompt"]), (r["reference"], r["verifier"]))
-    rejected: dict[str, dict[int, Rejection]] = {"sft": {}, "prompts": {}}
-    for i, row in enumerate(sft_rows):
-        why = _sft_reason(cfg, row, refs)
-        if why:
-            rejected["sft"][i] = why
-    for i, row in enumerate(prompt_rows):
-        why = _prompt_reason(cfg, row)
-        if why:
-            rejected["prompts"][i] = why
-
-    # exact duplicates among the rows still kept: the first occurrence stays
-    for src, rows, key in (("sft", sft_rows, lambda r: text_hash(r["prompt"], r["response"])),
-                           ("prompts", prompt_rows, lambda r: text_hash(r["prompt"]))):
-        first: dict[str, int] = {}
-        for i, row in enumerate(rows):
-            if i in rejected[src]:
-                continue
-            h = key(row)
-            if h in first:
-                rejected[src][i] = (None, "duplicate", f"same normalized text as row {first[h]}")
-            else:
-                first[h] = i
-
-    decon = Decontaminator(eval_prompts, cfg.decontam_ngram, cfg.decontam_max_hits)
-    candidates = {(src, i): row["prompt"] for src, rows in (("sft", sft_rows), ("prompts", prompt_rows))
-                  for i, row in enumerate(rows) if i not in rejected[src]}
-    for (src, i), gram in decon.flag(candidates).items():
-        rejected[src][i] = ("prompt", "contaminated", f"shares eval n-gram {gram!r}")
-    return rejected, decon
+def _screen(source: Artifact, screen: Screen, cfg: DataFilterConfig, write_quarantine):
+    """Yield (batch, kept row positions, columns) per batch; rejected rows go to the quarantine."""
+    for batch in source.iter_batches(batch_size=cfg.batch_rows):
+        start = screen.rows_in
+        why, cols = screen.batch(batch)
+        q = _quarantine(source, screen.slot, start, why, cols)
+        if q is not None:
+            write_quarantine(q)
+        yield batch, [i for i, w in enumerate(why) if w is None], cols
 
 
 def _body(config: DataFilterConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
-    sft_tbl, prompt_tbl = inputs["sft"].read_table(), inputs["prompts"].read_table()
-    eval_prompts = inputs["eval"].read_table().column("prompt").to_pylist()
-    sft_rows, prompt_rows = sft_tbl.to_pylist(), prompt_tbl.to_pylist()
-    rejected, decon = filter_rows(config, sft_rows, prompt_rows, eval_prompts)
+    decon = decontaminator(config, inputs["eval"])
+    harm = harm_filter(config.harm_filter)
+    kept = {"sft_longcot": 0, "sft_domain": 0}
+    with outputs["quarantine"].table_writer() as write_quarantine:
+        # Prompts first: their references let the SFT pass check teacher answers.
+        prompts = Screen(config, "prompts", decon, harm, rows_hint=inputs["prompts"].manifest.rows or 1)
+        kept_prompts = [batch.take(pa.array(idx, pa.int64()))
+                        for batch, idx, _ in _screen(inputs["prompts"], prompts, config, write_quarantine) if idx]
+        sft = Screen(config, "sft", decon, harm, refs=prompts.refs, rows_hint=inputs["sft"].manifest.rows or 1)
+        with outputs["sft_longcot"].table_writer() as write_longcot, \
+                outputs["sft_domain"].table_writer() as write_domain:
+            for batch, idx, cols in _screen(inputs["sft"], sft, config, write_quarantine):
+                reasoning = [THINK_OPEN in cols["response"][i] for i in idx]
+                for name, write, rows in (("sft_longcot", write_longcot, [i for i, r in zip(idx, reasoning) if r]),
+                                          ("sft_domain", write_domain, [i for i, r in zip(idx, reasoning) if not r])):
+                    if rows:
+                        write(batch.take(pa.array(rows, pa.int64())))
+                        kept[name] += len(rows)
+        prompts.refs.clear()
 
-    kept_sft = [i for i in range(len(sft_rows)) if i not in rejected["sft"]]
-    longcot = [i for i in kept_sft if is_reasoning(sft_rows[i]["response"])]
-    domain = [i for i in kept_sft if not is_reasoning(sft_rows[i]["response"])]
-    kept_prompts = [i for i in range(len(prompt_rows)) if i not in rejected["prompts"]]
+    # ---- rl_prompts: the one place kept prompts are written ----------------------------------
+    # The SFT outputs are closed here (readable from outputs["sft_longcot"].path(...)), so a
+    # step that needs the whole table of kept prompts (difficulty grading) goes right here.
+    rl_prompts = (pa.Table.from_batches(kept_prompts, schema=prompts.schema) if prompts.schema is not None
+                  else TABLE_SCHEMAS["prompts"].empty_table())
+    rl_prompts, grading = _grade(config, rl_prompts, outputs, inputs.get("base"))
+    outputs["rl_prompts"].write_table(rl_prompts)
+    kept["rl_prompts"] = rl_prompts.num_rows
+    # -------------------------------------------------------------------------------------------
 
-    q_rows = []
-    for src, rows in (("sft", sft_rows), ("prompts", prompt_rows)):
-        for i in sorted(rejected[src]):
-            field, reason, detail = rejected[src][i]
-            q_rows.append({"source": inputs[src].uri, "row_index": i, "field": field, "reason": reason,
-                           "row_json": json.dumps(rows[i], ensure_ascii=False, sort_keys=True, default=str),
-                           "slot": src, "detail": detail})
-    reasons = {src: dict(sorted(Counter(r for _, r, _ in rejected[src].values()).items())) for src in rejected}
     summary = {
-        "rows_in": {"sft": len(sft_rows), "prompts": len(prompt_rows)},
-        "kept": {"sft_longcot": len(longcot), "sft_domain": len(domain), "rl_prompts": len(kept_prompts)},
-        "quarantined": reasons,
-        "boilerplate_ngrams": len(decon.boilerplate),
+        "rows_in": {"sft": sft.rows_in, "prompts": prompts.rows_in},
+        "kept": kept,
+        "quarantined": {"sft": dict(sorted(sft.reasons.items())), "prompts": dict(sorted(prompts.reasons.items()))},
+        "decontamination": {"hits": sum(sft.eval_hits.values()) + sum(prompts.eval_hits.values()),
+                            "eval_prompts_leaked": len(set(sft.eval_hits) | set(prompts.eval_hits)),
+                            **decon.stats()},
+        "harm_filter": config.harm_filter,
+        "grading": grading,
     }
-    # nothing is lost silently: every input row is either kept or quarantined, once
-    if len(longcot) + len(domain) + len(rejected["sft"]) != len(sft_rows) or \
-            len(kept_prompts) + len(rejected["prompts"]) != len(prompt_rows):
-        raise AssertionError(f"data_filter: counts do not balance: {summary}")
-
-    outputs["sft_longcot"].write_table(sft_tbl.take(pa.array(longcot, pa.int64())))
-    outputs["sft_domain"].write_table(sft_tbl.take(pa.array(domain, pa.int64())))
-    outputs["rl_prompts"].write_table(prompt_tbl.take(pa.array(kept_prompts, pa.int64())))
-    q_schema = pa.schema([pa.field("source", pa.string()), pa.field("row_index", pa.int64()),
-                          pa.field("field", pa.string()), pa.field("reason", pa.string()),
-                          pa.field("row_json", pa.string()), pa.field("slot", pa.string()),
-                          pa.field("detail", pa.string())])
-    outputs["quarantine"].write_table(pa.Table.from_pylist(q_rows, schema=q_schema))
+    _check_balance(summary, inputs, outputs)
     for w in outputs.values():
         w.extra.update(summary)
-    log.info("sft: %d in -> %d longcot, %d domain, %d quarantined %s", len(sft_rows), len(longcot), len(domain),
-             len(rejected["sft"]), reasons["sft"])
-    log.info("prompts: %d in -> %d rl prompts, %d quarantined %s", len(prompt_rows), len(kept_prompts),
-             len(rejected["prompts"]), reasons["prompts"])
+    log.info("sft: %d in -> %d longcot, %d domain, quarantined %s", sft.rows_in, kept["sft_longcot"],
+             kept["sft_domain"], summary["quarantined"]["sft"])
+    log.info("prompts: %d in -> %d rl prompts, quarantined %s", prompts.rows_in, kept["rl_prompts"],
+             summary["quarantined"]["prompts"])
+    log.info("decontamination: %s", summary["decontamination"])
+    log.info("screen stats: %s", json.dumps({"sft": sft.summary(), "prompts": prompts.summary()}))
+
+
+def _grade(config: DataFilterConfig, prompts: pa.Table, outputs: dict[str, ArtifactWriter],
+           base: Artifact | None) -> tuple[pa.Table, dict]:
+    """Difficulty by the grader's pass rate (``grading.py``); the grader trains on the kept SFT rows."""
+    g = config.grading
+    if not g.enabled or prompts.num_rows == 0:
+        return prompts, {"graded": 0}
+    if base is None and not g.model:
+        log.warning("rl_prompts left ungraded: no grader (set grading.model, or give the stage a 'base' "
+                    "checkpoint to train one from)")
+        return prompts, {"graded": 0, "why": "no grader model"}
+    from stages.data_filter.grading import grade
+    sft = pa.concat_tables([pq.read_table(outputs[name].path(TABLE_FILE)) for name in ("sft_longcot", "sft_domain")],
+                           promote_options="permissive")
+    return grade(g, prompts, sft, base.local_dir() if base is not None else None)
+
+
+def _check_balance(summary: dict, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
+    """Nothing is lost silently: every input row is kept or quarantined, once. Raises before commit."""
+    kept, quarantined = summary["kept"], summary["quarantined"]
+    problems = []
+    for slot, kept_n in (("sft", kept["sft_longcot"] + kept["sft_domain"]), ("prompts", kept["rl_prompts"])):
+        declared, read = inputs[slot].manifest.rows, summary["rows_in"][slot]
+        if read != declared or kept_n + sum(quarantined[slot].values()) != read:
+            problems.append(f"{slot}: {declared} rows declared, {read} read, {kept_n} kept, "
+                            f"{sum(quarantined[slot].values())} quarantined")
+    written = {name: outputs[name].rows for name in ("sft_longcot", "sft_domain", "rl_prompts")}
+    if written != {name: kept[name] for name in written}:
+        problems.append(f"rows written {written} != rows kept {kept}")
+    q_total = sum(sum(q.values()) for q in quarantined.values())
+    if outputs["quarantine"].rows != q_total:
+        problems.append(f"{outputs['quarantine'].rows} quarantine rows written, {q_total} counted")
+    if problems:
+        raise AssertionError(f"data_filter: counts do not balance: {'; '.join(problems)}")
 
 
 from stages.data_filter.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 E2E_OVERRIDES = {
     "world": {"suites": {"arithmetic": {"n": 120, "n_eval": 8}, "ecommerce_category": {"n": 60, "n_eval": 8}},
               "n_preference_pairs": 24},
+    "data_filter": {"grading": {"train_steps": 4, "k": 2, "max_new_tokens": 8, "max_prompts": 16}},
     "sft_longcot": {"steps": 6, "batch_size": 8},
     "sft_domain": {"steps": 6, "batch_size": 8},
     "genrm": {"steps": 3, "batch_size": 4},

@@ -9,7 +9,8 @@ import pytest
 from stages.common.store import ArtifactStore
 from stages.data_filter import stage as data_filter
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.filters import Decontaminator, ngram_tokens, text_hash
+from stages.data_filter.decontam import Decontaminator
+from stages.data_filter.text import ngram_tokens, text_hash
 from stages.gym.provisional import parse_verifier
 from tests.stages.helpers import commit_table
 
@@ -145,24 +146,46 @@ def test_hand_made_rows(tmp_path):
     assert "s1" in store.open(res2.outputs["sft_longcot"]).read_table().column("id").to_pylist()
 
 
+def _decon(evals, **kw):
+    return Decontaminator([ngram_tokens(t) for t in evals], **kw)
+
+
 def test_decontamination_ngrams():
     long_eval = "Product: Lumio Premium Wireless Earbuds X2\nCategory?\nA. Electronics\nB. Toys\nC. Books\nD. Pets"
-    d = Decontaminator(["What is 3 + 4?", long_eval], n=13, max_hits=10)
-    assert d.hits("What is 3 + 4?") and d.hits("Please: what is 3 + 4 ?")
-    assert not d.hits("What is 3 + 4 * 2?") and not d.hits("What is 13 + 4?") and not d.hits("What is 3 - 4?")
+    d = _decon(["What is 3 + 4?", long_eval], n=13, max_hits=10)
+    hit = lambda text: d.hit(ngram_tokens(text))  # noqa: E731
+    assert hit("What is 3 + 4?") and hit("Please: what is 3 + 4 ?")
+    assert not hit("What is 3 + 4 * 2?") and not hit("What is 13 + 4?") and not hit("What is 3 - 4?")
     swapped = long_eval.replace("Lumio", "Zenta")
-    assert d.hits(swapped)                                   # 13-grams after the brand are shared
+    assert hit(swapped)                                   # 13-grams after the brand are shared
     other = long_eval.replace("Earbuds X2", "Keyboard Pro")
-    assert not d.hits(other)                                  # same template, another product
+    assert not hit(other)                                  # same template, another product
     assert len(ngram_tokens("Category?\nA. Electronics\nB. Toys\nC. Books\nD. Pets")) < 13
-    # smaller n: template text is shared by every item and must not count as a leak
-    d6 = Decontaminator([long_eval], n=6, max_hits=3)
-    items = {i: long_eval.replace("Wireless Earbuds X2", f"Gadget Model {i}") for i in range(10)}
-    assert all(d6.hits(t) for t in items.values())
-    assert d6.flag(items) == {}
-    assert d6.boilerplate
-    items["leak"] = long_eval
-    assert set(d6.flag(items)) == {"leak"}
+
+
+def test_decontamination_ignores_template_text_of_an_eval_suite():
+    # smaller n: the suite's template is shared by its items and must not count as a leak
+    template = "Product: {}\nCategory?\nA. Electronics\nB. Toys\nC. Books\nD. Pets"
+    evals = [template.format(f"Gadget Model {i} Deluxe Edition") for i in range(10)]
+    d = _decon(evals, n=6, max_hits=50, template_share=0.2)
+    assert d.template and d.stats()["template_ngrams"] == len(d.template)
+    training = [template.format(f"Kettle Type {i} Steel Version") for i in range(20)]
+    assert not any(d.hit(ngram_tokens(t)) for t in training)
+    assert d.hit(ngram_tokens("Is this a leak? " + evals[3]))[0] == 3
+    # the absolute cap: an n-gram in more than max_hits eval prompts of any suites is template too
+    d2 = _decon(evals, n=6, max_hits=5, template_share=1.0)
+    assert not any(d2.hit(ngram_tokens(t)) for t in training)
+    # n-grams running from a suite's shared instruction into an item's first words are no evidence either
+    head = "Answer the following question about the text and think about the details before you answer."
+    suite = [f"{head} {w} is the word of item {i} in the list of things to remember" for i, w in
+             enumerate(["apple", "river", "stone", "cloud", "flame", "grass", "ocean", "sand"])]
+    d4 = _decon(suite, n=13)
+    assert not d4.hit(ngram_tokens(f"{head} apple pie recipes are easy to make at home with kids"))
+    assert d4.hit(ngram_tokens("Leak: apple is the word of item 0 in the list of things to remember, ok"))
+    # a short eval prompt is matched whole, a too short one not at all
+    d3 = _decon(["What is 3 + 4?", "Hi"], n=13, min_tokens=5)
+    assert d3.hit(ngram_tokens("so, what is 3 + 4? tell me")) and not d3.hit(ngram_tokens("Hi there"))
+    assert d3.stats()["too_short_prompts"] == 1
 
 
 def test_config_is_strict():
