@@ -98,5 +98,5 @@ def test_stage_runs_started_from_the_api(e2e_tmp: Path):
     st = ArtifactStore(str(store))
     rl = st.get("prompts", "rl_prompts")
     # data_filter ran on the LATEST world outputs, without any URI given.
-    assert {i.name for i in rl.manifest.inputs} == {"raw_sft", "raw_prompts", "eval_prompts"}
+    assert {i.name for i in rl.manifest.inputs} == {"raw_sft", "raw_prompts", "eval_prompts", "base_ckpt"}
     assert all(i.version == st.latest_version(i.kind, i.name) for i in rl.manifest.inputs)

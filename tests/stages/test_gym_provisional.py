@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from stages.gym import provisional as gym
 from stages.gym.provisional import extract_choice, final_answer, parse_number, score
 
 MATH = json.dumps({"type": "math_exact"})
