@@ -16,3 +16,13 @@ def test_register_lookup_and_errors():
         reg.register("a")(lambda: 2)
     with pytest.raises(ValueError, match=r"unknown policy loss 'b' \(known: a\)"):
         reg.lookup("b")
+
+
+def test_loaded_imports_the_registering_modules_once(monkeypatch):
+    import importlib
+    from stages.common.named_registry import Registry
+    calls = []
+    monkeypatch.setattr(importlib, "import_module", lambda name: calls.append(name))
+    reg = Registry("thing", modules=("pkg.a", "pkg.b"))
+    assert reg.loaded() is reg and reg.loaded() is reg
+    assert calls == ["pkg.a", "pkg.b"]

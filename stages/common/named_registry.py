@@ -1,6 +1,7 @@
 """Functions registered by name (advantage estimators, policy losses, ...): one name, one function."""
 from __future__ import annotations
 
+import importlib
 from typing import Callable, TypeVar
 
 F = TypeVar("F", bound=Callable)
@@ -9,9 +10,19 @@ F = TypeVar("F", bound=Callable)
 class Registry(dict):
     """A dict of name -> function with a decorator to fill it and errors that list the known names."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, modules: tuple[str, ...] = ()):
         super().__init__()
         self.what = what
+        self.modules = modules      # modules whose import registers entries (see ``loaded``)
+        self._imported = False
+
+    def loaded(self) -> "Registry":
+        """The registry after importing ``modules`` (once): entries that live in their own files."""
+        if not self._imported:
+            for mod in self.modules:
+                importlib.import_module(mod)
+            self._imported = True
+        return self
 
     def register(self, name: str) -> Callable[[F], F]:
         """Decorator: ``@REGISTRY.register("grpo")`` makes the function known as ``name``."""

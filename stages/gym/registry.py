@@ -7,7 +7,6 @@ is imported until a spec is scored).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -39,8 +38,7 @@ class Verifier:
     judged: bool = False
 
 
-VERIFIERS: Registry = Registry("verifier")
-_loaded = False
+VERIFIERS: Registry = Registry("verifier", modules=VERIFIER_MODULES)
 
 
 def register_verifier(name: str, needs_reference: bool = True, judged: bool = False):
@@ -52,12 +50,7 @@ def register_verifier(name: str, needs_reference: bool = True, judged: bool = Fa
 
 
 def load_all() -> Registry:
-    global _loaded
-    if not _loaded:
-        for mod in VERIFIER_MODULES:
-            importlib.import_module(mod)
-        _loaded = True
-    return VERIFIERS
+    return VERIFIERS.loaded()
 
 
 def get_verifier(name: str) -> Verifier:

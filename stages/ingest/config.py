@@ -32,6 +32,15 @@ def template_fields(template: str) -> list[str]:
     return names
 
 
+
+def _valid_template(v: str | None) -> str | None:
+    if v is not None:
+        try:
+            template_fields(v)
+        except ValueError as e:
+            raise ValueError(f"not a valid template: {e}") from None
+    return v
+
 class ColumnSpec(StrictModel):
     """One target column: a source (``from``, ``template``, ``const`` or ``object``), then
     optional steps applied in this order: regex, majority, map, join, cast."""
@@ -91,12 +100,7 @@ class ColumnSpec(StrictModel):
     @field_validator("template")
     @classmethod
     def _parses(cls, v):
-        if v is not None:
-            try:
-                template_fields(v)
-            except ValueError as e:
-                raise ValueError(f"not a valid template: {e}") from None
-        return v
+        return _valid_template(v)
 
     @field_validator("item")
     @classmethod
@@ -197,12 +201,7 @@ class ImportConfig(StrictModel):
     @field_validator("id_template")
     @classmethod
     def _id_parses(cls, v):
-        if v is not None:
-            try:
-                template_fields(v)
-            except ValueError as e:
-                raise ValueError(f"not a valid template: {e}") from None
-        return v
+        return _valid_template(v)
 
     @model_validator(mode="after")
     def _covers_kind(self):

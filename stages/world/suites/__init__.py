@@ -12,7 +12,6 @@ Add a suite: write ``stages/world/suites/<name>.py`` calling
 """
 from __future__ import annotations
 
-import importlib
 import random
 from dataclasses import dataclass
 from typing import Callable
@@ -49,8 +48,7 @@ class Suite:
     description: str = ""
 
 
-SUITES: Registry = Registry("world suite")
-_loaded = False
+SUITES: Registry = Registry("world suite", modules=SUITE_MODULES)
 
 
 def register_suite(suite: Suite) -> Suite:
@@ -59,12 +57,7 @@ def register_suite(suite: Suite) -> Suite:
 
 
 def all_suites() -> Registry:
-    global _loaded
-    if not _loaded:
-        for mod in SUITE_MODULES:
-            importlib.import_module(mod)
-        _loaded = True
-    return SUITES
+    return SUITES.loaded()
 
 
 def get_suite(name: str) -> Suite:
