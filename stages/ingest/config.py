@@ -33,6 +33,11 @@ def template_fields(template: str) -> list[str]:
 
 
 
+def _keys_as_text(v):
+    """YAML reads `0: A` with an int key: compare keys as text, as values from CSV are."""
+    return {str(k): val for k, val in v.items()} if isinstance(v, dict) else v
+
+
 def _valid_template(v: str | None) -> str | None:
     if v is not None:
         try:
@@ -84,8 +89,7 @@ class ColumnSpec(StrictModel):
     @field_validator("map", mode="before")
     @classmethod
     def _map_keys_as_text(cls, v):
-        # YAML reads `0: A` with an int key: compare keys as text, as values from CSV are.
-        return {str(k): val for k, val in v.items()} if isinstance(v, dict) else v
+        return _keys_as_text(v)
 
     @field_validator("regex")
     @classmethod
@@ -181,7 +185,7 @@ class ImportConfig(StrictModel):
     @field_validator("labels", mode="before")
     @classmethod
     def _label_keys_as_text(cls, v):
-        return {str(k): val for k, val in v.items()} if isinstance(v, dict) else v
+        return _keys_as_text(v)
 
     @field_validator("labels")
     @classmethod

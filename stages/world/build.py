@@ -152,6 +152,7 @@ def _plant(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite], evals: 
     reasoning = [n for n in names if suites[n].reasoning]
     clean_sft, clean_prompts = [row for row, _ in sft], [row for row, _ in prompts]
     leak_pool = [it for name in names for it in evals[name]]
+    needs_ref = [n for n in names if _needs_reference(suites[n])]
     r.shuffle(leak_pool)
 
     def fresh(name: str) -> Item:
@@ -189,7 +190,6 @@ def _plant(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite], evals: 
             if j % 2 == 0:
                 item.prompt = "Quick question. " + src.prompt
             prompts.append((item.prompt_row(), "contaminated"))
-        needs_ref = [n for n in names if _needs_reference(suites[n])]
         if needs_ref:
             prompts.append(({**fresh(needs_ref[j % len(needs_ref)]).prompt_row(), "reference": ""}, "no_reference"))
     return True

@@ -160,7 +160,7 @@ def test_catalog_covers_every_language():
 
 def test_unspaced_catalog_words_are_shorter_than_the_leak_ngram():
     """Thai and Chinese count one n-gram token per character: a word of 13 would be a 13-gram."""
-    from stages.data_filter.filters import ngram_tokens
+    from stages.data_filter.text import ngram_tokens
     for lang in ("th", "zh-TW"):
         for w in _catalog_words(lang) + PROMO_PHRASES[lang]:
             assert len(ngram_tokens(w)) <= 12, (lang, w)

@@ -156,18 +156,8 @@ def threshold(rng: random.Random, n: int) -> Task:
                     f"Loop and append x when {cond}.",
                     block("out = []", f"for x in {p}:", f"    if {cond}:", "        out.append(x)", "return out"),
                     tuple(block(f"return [x for x in {p} if {b}]") for b in bad), inputs)
-    if kind == "sum":
-        return Task(named(rng, ("sum", "total", "add_up"), word, t), p,
-                    f"returns the sum of the {noun} in {p} that are {phrase} {t}",
-                    f"Sum each x with {cond}.", block(f"return sum(x for x in {p} if {cond})"),
-                    f"Add up x in a loop when {cond}.",
-                    block("total = 0", f"for x in {p}:", f"    if {cond}:", "        total += x", "return total"),
-                    tuple(block(f"return sum(x for x in {p} if {b})") for b in bad), inputs)
-    return Task(named(rng, ("count", "num", "how_many"), word, t), p,
-                f"returns how many {noun} in {p} are {phrase} {t}",
-                f"Count each x with {cond}.", block(f"return len([x for x in {p} if {cond}])"),
-                f"Add 1 for each x with {cond}.", block(f"return sum(1 for x in {p} if {cond})"),
-                tuple(block(f"return len([x for x in {p} if {b}])") for b in bad), inputs)
+    return _sum_or_count(rng, kind == "sum", (word, t), p, noun, f"that are {phrase} {t}", f"are {phrase} {t}",
+                         cond, bad, inputs)
 
 
 def multiples(rng: random.Random, n: int) -> Task:
@@ -176,15 +166,22 @@ def multiples(rng: random.Random, n: int) -> Task:
     inputs = list_inputs(rng, n, must=m * rng.randint(1, 9))
     cond = f"x % {m} == 0"
     bad = (f"x % {m} == 1", f"x % {m + 1} == 0")
-    if rng.random() < 0.5:
-        return Task(named(rng, ("sum", "total", "add_up"), "div", m), p,
-                    f"returns the sum of the {noun} in {p} divisible by {m}",
+    return _sum_or_count(rng, rng.random() < 0.5, ("div", m), p, noun, f"divisible by {m}",
+                         f"are divisible by {m}", cond, bad, inputs)
+
+
+def _sum_or_count(rng: random.Random, total: bool, name_parts: tuple, p: str, noun: str, which: str,
+                  are: str, cond: str, bad: tuple[str, ...], inputs) -> Task:
+    """Sum, or count, the items of list ``p`` that satisfy ``cond`` (``bad``: wrong conditions)."""
+    if total:
+        return Task(named(rng, ("sum", "total", "add_up"), *name_parts), p,
+                    f"returns the sum of the {noun} in {p} {which}",
                     f"Sum each x with {cond}.", block(f"return sum(x for x in {p} if {cond})"),
                     f"Add up x in a loop when {cond}.",
                     block("total = 0", f"for x in {p}:", f"    if {cond}:", "        total += x", "return total"),
                     tuple(block(f"return sum(x for x in {p} if {b})") for b in bad), inputs)
-    return Task(named(rng, ("count", "num", "how_many"), "div", m), p,
-                f"returns how many {noun} in {p} are divisible by {m}",
+    return Task(named(rng, ("count", "num", "how_many"), *name_parts), p,
+                f"returns how many {noun} in {p} {are}",
                 f"Count each x with {cond}.", block(f"return len([x for x in {p} if {cond}])"),
                 f"Add 1 for each x with {cond}.", block(f"return sum(1 for x in {p} if {cond})"),
                 tuple(block(f"return len([x for x in {p} if {b}])") for b in bad), inputs)
