@@ -7,6 +7,11 @@ BENCHMARKS = {
     "pipeline-rerun": "compass.bench.pipeline_rerun",
     "data-filter": "compass.bench.data_filter",
     "dedup-quality": "compass.bench.dedup_quality",
+    "gym-math": "compass.bench.gym_math",
+    "gym-ifeval": "compass.bench.gym_ifeval",
+    "gym-code": "compass.bench.gym_code",
+    "gym-mcq": "compass.bench.gym_mcq",
+    "gym-service": "compass.bench.gym_service",
 }
 
 
