@@ -1,97 +1,107 @@
-"""The JSON-schema extraction verifier (paper §2.5.3, item 2): field-level dense score.
+"""JSON extraction verifier (paper §2.5.3, item 2): validity, required keys, field-level correctness.
 
-Spec ``{"type": "json_schema", "schema": {...JSON Schema...}}``; the reference
-is the gold JSON object as a string. The final answer (text after
-``</think>``, optionally inside a ```json fence) must parse as a JSON object
-and validate against the schema, else the score is 0; a valid answer scores
-the fraction of gold fields it matches (strings compared without regard to
-case or surrounding whitespace, everything else exactly).
+Row contract (``compass gym score json``): ``response``, ``schema`` (JSON
+Schema), optional ``gold`` (the expected object), optional ``score_range``
+``[lo, hi]`` → adds ``valid`` (parses as an object and validates against the
+schema), ``fields`` (field → passed), ``score``. The world's spec verifier
+``{"type": "json_schema", "schema": ...}`` takes the gold object as its
+reference.
 
-The validator covers the subset of JSON Schema the world's specs use:
-``type`` (one or a list), ``enum``, ``properties``, ``required``,
-``additionalProperties: false``, ``items``, ``minimum``/``maximum``,
-``minLength``/``maxLength``. Other keywords are ignored, as JSON Schema does
-with unknown ones.
+Parsing is tolerant: the final answer (after ``</think>``), else the last
+fenced block, else the last balanced ``{...}`` object in the text. Validation
+is ``jsonschema`` (the draft the schema names, else the newest).
+
+The dense score: one check per field (the gold's keys when a gold object is
+given, else the schema's required keys, else its properties): the field is
+present, has no schema error under it, and equals the gold value (strings
+compared after NFKC, case-folding and whitespace collapsing; other values as
+typed JSON, ``3`` = ``3.0``, ``true`` ≠ ``1``); plus one check that the object
+as a whole validates (unexpected keys, …). Score = passed / checks, 0 when
+nothing parses to an object, rescaled to ``score_range`` (default [0, 1]).
 """
 from __future__ import annotations
 
 import json
 import re
 import unicodedata
+from functools import lru_cache
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
 
 from stages.gym.provisional import final_answer
 from stages.gym.registry import register_verifier
+from stages.gym.rows import RowError, register_scorer, require, response_of
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)\n?\s*```", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)\n?\s*```", re.DOTALL)
 _MISSING = object()
+MAX_OBJECT_SCANS = 200          # '{' positions tried when hunting an object in free text
+
+
+def _loads(text: str):
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _MISSING
+
+
+def _last_object_in(text: str):
+    """The last top-level ``{...}`` in free text that decodes as a JSON object, or _MISSING."""
+    decoder, found, pos, tries = json.JSONDecoder(), _MISSING, text.find("{"), 0
+    while pos != -1 and tries < MAX_OBJECT_SCANS:
+        tries += 1
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            found = value
+        pos = text.find("{", end)
+    return found
 
 
 def parse_json_answer(text: str):
-    """The JSON value an answer states (a fenced block's content when fenced); None when it does not parse."""
-    if not text:
+    """The JSON value an answer states: the whole text, the last fenced block, or the last
+    ``{...}`` object in it; None when nothing parses."""
+    if not text or not text.strip():
         return None
-    m = _FENCE.search(text)
-    body = (m.group(1) if m else text).strip()
+    value = _loads(text.strip())
+    if value is _MISSING:
+        fenced = _FENCE.findall(text)
+        if fenced:
+            value = _loads(fenced[-1].strip())
+    if value is _MISSING:
+        value = _last_object_in(text)
+    return None if value is _MISSING else value
+
+
+@lru_cache(maxsize=256)
+def _validator(schema_json: str):
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, ValueError):
-        return None
+        cls.check_schema(schema)
+    except SchemaError as e:
+        raise RowError(f"invalid schema: {e.message[:200]}") from None
+    return cls(schema)
 
 
-def _is_type(value, name: str) -> bool:
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "null":
-        return value is None
-    if isinstance(value, bool):  # a bool is no number in JSON
-        return False
-    if name == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, (int, float))
-    raise ValueError(f"json_schema: unknown type '{name}'")
+def validator_for(schema) -> "jsonschema.protocols.Validator":
+    """A cached ``jsonschema`` validator; RowError when the schema itself is invalid."""
+    if not isinstance(schema, dict):
+        raise RowError(f"schema must be a JSON object, got {type(schema).__name__}")
+    return _validator(json.dumps(schema, sort_keys=True))
 
 
-def validate(value, schema: dict, path: str = "$") -> list[str]:
-    """Schema violations of ``value`` (empty when valid), each with its JSON path."""
-    errors: list[str] = []
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(value, t) for t in names):
-            return [f"{path}: expected {'/'.join(names)}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} not in enum")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: below minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: above maximum {schema['maximum']}")
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            errors.append(f"{path}: shorter than minLength")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than maxLength")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        errors += [f"{path}: missing required '{k}'" for k in schema.get("required", []) if k not in value]
-        for k, v in value.items():
-            if k in props:
-                errors += validate(v, props[k], f"{path}.{k}")
-            elif schema.get("additionalProperties", True) is False:
-                errors.append(f"{path}: unexpected key '{k}'")
-            elif isinstance(schema.get("additionalProperties"), dict):
-                errors += validate(v, schema["additionalProperties"], f"{path}.{k}")
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, v in enumerate(value):
-            errors += validate(v, schema["items"], f"{path}[{i}]")
-    return errors
+def _path(parts) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def validate(value, schema: dict) -> list[str]:
+    """Schema violations of ``value`` (empty when valid), each prefixed with its JSON path."""
+    errors = validator_for(schema).iter_errors(value)
+    return sorted(f"{_path(e.absolute_path)}: {e.message}" for e in errors)
 
 
 def _norm(s: str) -> str:
@@ -99,26 +109,81 @@ def _norm(s: str) -> str:
 
 
 def same_value(got, gold) -> bool:
+    """Field equality: lenient for text (case, width, spacing), exact typed JSON otherwise."""
     if isinstance(gold, str):
         return isinstance(got, str) and _norm(got) == _norm(gold)
     if isinstance(gold, bool) or isinstance(got, bool):
-        return got is gold
+        return isinstance(got, bool) and isinstance(gold, bool) and got == gold
+    if isinstance(gold, (int, float)) and isinstance(got, (int, float)):
+        return got == gold
+    if isinstance(gold, dict):
+        return isinstance(got, dict) and got.keys() == gold.keys() and all(same_value(got[k], v)
+                                                                         for k, v in gold.items())
+    if isinstance(gold, list):
+        return isinstance(got, list) and len(got) == len(gold) and all(map(same_value, got, gold))
     return got == gold
 
 
-def field_score(answer: dict, gold: dict) -> float:
-    """The fraction of gold fields the answer matches (1.0 for an empty gold object)."""
-    if not gold:
-        return 1.0
-    return sum(same_value(answer.get(k, _MISSING), v) for k, v in gold.items()) / len(gold)
+def _checked_fields(schema: dict, gold) -> list[str]:
+    if isinstance(gold, dict):
+        return list(gold)
+    if schema.get("required"):
+        return list(schema["required"])
+    return list(schema.get("properties", {}))
+
+
+def json_score(answer_text: str, schema: dict, gold=None) -> dict:
+    """``valid`` (bool), ``fields`` (field → passed) and the dense ``score`` in [0, 1] (see module doc)."""
+    validator = validator_for(schema)
+    answer = parse_json_answer(answer_text)
+    if not isinstance(answer, dict):
+        return {"valid": False, "fields": {}, "score": 0.0}
+    bad_fields, whole_ok = set(), True
+    for err in validator.iter_errors(answer):
+        if err.absolute_path:
+            bad_fields.add(err.absolute_path[0])
+        elif err.validator == "required":
+            continue                      # a missing field fails its own check below
+        else:
+            whole_ok = False              # unexpected keys, object-level constraints
+    fields = {f: (f in answer and f not in bad_fields
+                  and (not isinstance(gold, dict) or same_value(answer[f], gold[f])))
+              for f in _checked_fields(schema, gold)}
+    valid = whole_ok and not bad_fields and all(f in answer for f in schema.get("required", []))
+    passed = sum(fields.values()) + (1 if whole_ok else 0)
+    return {"valid": valid, "fields": fields, "score": passed / (len(fields) + 1)}
+
+
+def rescale(score: float, score_range) -> float:
+    """``score`` in [0, 1] mapped linearly onto ``score_range`` = [lo, hi] (e.g. [-1, 1])."""
+    if score_range is None:
+        return score
+    if (not isinstance(score_range, (list, tuple)) or len(score_range) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in score_range)):
+        raise RowError("score_range must be [lo, hi] numbers")
+    lo, hi = score_range
+    return lo + (hi - lo) * score
+
+
+@register_scorer("json", defaults={"valid": False, "fields": {}})
+def _score_row(row: dict) -> dict:
+    response = response_of(row)
+    schema = require(row, "schema", dict)
+    gold = row.get("gold")
+    if gold is not None and not isinstance(gold, dict):
+        raise RowError(f"field 'gold' must be an object, got {type(gold).__name__}")
+    out = json_score(final_answer(response), schema, gold)
+    out["score"] = rescale(out["score"], row.get("score_range"))
+    return out
 
 
 @register_verifier("json_schema", needs_reference=True)
 def _json_schema(spec: dict, response: str, reference: str) -> float:
-    answer = parse_json_answer(final_answer(response))
-    if not isinstance(answer, dict) or validate(answer, spec.get("schema", {"type": "object"})):
-        return 0.0
+    """The world's spec verifier: the dense score against the gold object in ``reference``."""
     gold = parse_json_answer(reference)
     if not isinstance(gold, dict):
         return 0.0
-    return field_score(answer, gold)
+    try:
+        return json_score(final_answer(response), spec.get("schema", {"type": "object"}), gold)["score"]
+    except RowError:
+        return 0.0

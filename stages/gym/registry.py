@@ -19,7 +19,7 @@ VERIFIER_MODULES = (
     "stages.gym.title_judge",
     "stages.gym.code_tests",
     "stages.gym.ifeval_rules",
-    "stages.gym.tool_calls",
+    "stages.gym.tool_reward",
     "stages.gym.qa_match",
 )
 

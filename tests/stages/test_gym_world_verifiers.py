@@ -169,41 +169,6 @@ def test_ifeval_rules_agree_with_ifevals_labels():
     assert n > 500
 
 
-# -- tool calls -------------------------------------------------------------------------
-GOLD = json.dumps([{"name": "get_weather", "arguments": {"city": "Paris"}},
-                   {"name": "convert_currency", "arguments": {"amount": 5, "from": "USD", "to": "EUR"}}])
-TOOL = '{"type": "tool_call"}'
-W = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-C = '<tool_call>{"name":"convert_currency","arguments":{"to":"EUR","amount":5,"from":"USD"}}</tool_call>'
-C_STRING_ARGS = ("<tool_call>" + json.dumps({"name": "convert_currency",
-                                             "arguments": json.dumps({"amount": 5, "from": "USD", "to": "EUR"})})
-                 + "</tool_call>")
-
-
-@pytest.mark.parametrize("response,expected", [
-    (f"<think>two calls</think>{W}\n{C}", 1.0),
-    (f"{C}{W}", 1.0),                                                         # any order
-    (W.replace("Paris", "Rome") + C, 0.5),                                    # a wrong argument
-    (C.replace("5", '"5"') + W, 0.5),                                         # "5" is not 5
-    (W, 0.5),                                                                 # a missing call
-    (W + C + W, 2 / 3),                                                       # an extra (repeated) call
-    (W + C + W.replace("get_weather", "get_time"), 2 / 3),                    # an extra call
-    (W + C_STRING_ARGS, 1.0),                                                 # arguments as a JSON string
-    (W + "<tool_call>{not json}</tool_call>", 0.0),                           # unparseable
-    (W + "<tool_call>" + C[len("<tool_call>"):-len("</tool_call>")], 0.0),    # unclosed block
-    ('<tool_call>{"arguments": {}}</tool_call>', 0.0),                        # no name
-    ("I would call get_weather.", 0.0),
-    (f"<think>{W}{C}", 0.0),                                                  # calls inside an unfinished thought
-])
-def test_tool_calls(response, expected):
-    assert score(TOOL, response, GOLD) == pytest.approx(expected)
-
-
-def test_tool_calls_with_a_bad_reference_score_zero():
-    assert score(TOOL, W, "not json") == 0.0
-    assert score(TOOL, W, '{"name": "x"}') == 0.0
-
-
 # -- qa ---------------------------------------------------------------------------------
 QA = json.dumps({"type": "qa", "aliases": ["USA", "United States of America"]})
 
