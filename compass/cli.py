@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_artifacts_parser(sub)
     from compass.import_cmd import add_import_parser
     add_import_parser(sub)
+    from compass.gym_cmd import add_gym_parser
+    add_gym_parser(sub)
     return ap
 
 
@@ -171,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_serve(args)
     if args.command == "config":
         return cmd_config(args)
+    if args.command == "gym":
+        from compass.gym_cmd import run_gym
+        return run_gym(args)
     if args.command == "import":
         from compass.import_cmd import run_import
         return run_import(args)

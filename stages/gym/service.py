@@ -1,0 +1,288 @@
+"""The reward service: samples go in as they finish, scores come back as futures.
+
+``RewardService`` keeps a pool of worker processes (CPU-bound verifiers run
+in parallel, outside the trainer's process), one task per worker at a time.
+A dispatcher thread hands tasks to idle workers and watches deadlines:
+
+- a task past its verifier's timeout is answered ``kind="timeout"`` (score
+  0) and its worker is killed and replaced, so a hung verifier costs one
+  slot for ``timeout`` seconds, never the service;
+- a worker that dies without answering (an infrastructure fault) is replaced
+  and the task retried once; a second death answers ``kind="crash"``;
+- a row the verifier cannot score answers ``kind="error"`` with the reason.
+
+A request names a row scorer (``math``, ``code``, ``ifeval``, ``tool``,
+``mcq``, ``json``; see ``stages.gym.rows``) and its row, or ``spec`` with
+``{"spec", "response", "reference"}`` for the world's verifier specs. It may
+carry ``token_ids`` instead of a response: workers detokenize them (with the
+tokenizer in ``tokenizer_dir``) so the trainer never waits on decoding, and
+apply the length and repetition shaping of ``shaping`` to those tokens.
+
+``metrics()``: per verifier, requests, p50/p99 latency (submit to answer),
+throughput and failures by kind.
+"""
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from stages.gym.penalties import ShapingConfig, shape
+
+DEFAULT_TIMEOUT_S = 30.0
+SPEC = "spec"                       # request kind for the world's ``{"type": ...}`` verifier specs
+_PRELOAD = ["stages.gym.rows", "stages.gym.provisional", "stages.gym.penalties"]
+
+
+@dataclass
+class RewardResult:
+    verifier: str
+    score: float                      # shaped total when shaping applies
+    kind: str                         # ok | error | timeout | crash
+    fields: dict = field(default_factory=dict)   # what the verifier added (row scorers), shaping parts
+    error: str | None = None
+    latency_s: float = 0.0            # submit to answer
+
+
+# -- worker side ---------------------------------------------------------------------------
+def _score_in_worker(verifier: str, row: dict, token_ids, tokenizer, shaping: ShapingConfig | None) -> dict:
+    from stages.gym.provisional import score
+    from stages.gym.rows import get_scorer, score_row
+    if token_ids is not None and "response" not in row:
+        if tokenizer is None:
+            return {"kind": "error", "score": 0.0, "error": "token_ids given but the service has no tokenizer_dir"}
+        # as the rollout side decodes: markup tokens (<think>, <tool_call>) kept, eos and pad dropped
+        drop = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+        row = {**row, "response": tokenizer.decode([t for t in token_ids if t not in drop])}
+    if verifier == SPEC:
+        try:
+            value = float(score(row.get("spec"), row.get("response") or "", row.get("reference") or ""))
+        except ValueError as e:              # bad or unknown spec: the row's fault
+            return {"kind": "error", "score": 0.0, "error": str(e)[:300]}
+        added, err = {}, None
+    else:
+        try:
+            get_scorer(verifier)
+        except ValueError as e:              # unknown verifier name: answered, not raised
+            return {"kind": "error", "score": 0.0, "error": str(e)[:300]}
+        out = score_row(verifier, row)
+        err = out.get("error")
+        added = {k: v for k, v in out.items() if k not in row and k not in ("score", "error")}
+        value = float(out["score"])
+    if shaping is not None and token_ids is not None and err is None:
+        parts = shape(value, token_ids, shaping)
+        added.update({f"shaping_{k}": v for k, v in parts.items() if k != "reward"})
+        value = parts["reward"]
+    return {"kind": "error" if err else "ok", "score": value if not err else 0.0, "fields": added, "error": err}
+
+
+def _worker_main(conn: Connection, tokenizer_dir: str | None, shaping_json: str | None) -> None:
+    tokenizer = None
+    if tokenizer_dir:
+        from transformers import AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    shaping = ShapingConfig.model_validate_json(shaping_json) if shaping_json else None
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        task_id, verifier, row, token_ids = task
+        try:
+            result = _score_in_worker(verifier, row, token_ids, tokenizer, shaping)
+        except Exception as e:   # a verifier bug must answer this task, not kill the worker
+            result = {"kind": "error", "score": 0.0, "error": f"internal: {type(e).__name__}: {str(e)[:200]}"}
+        conn.send((task_id, result))
+
+
+# -- service side --------------------------------------------------------------------------
+@dataclass
+class _Task:
+    id: int
+    verifier: str
+    row: dict
+    token_ids: list[int] | None
+    future: Future
+    submitted: float
+    attempts: int = 0
+    deadline: float = 0.0
+
+
+class _Worker:
+    def __init__(self, ctx, args):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: _Task | None = None
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+class RewardService:
+    """``submit(verifier, row, token_ids=None) -> Future[RewardResult]``; use as a context manager."""
+
+    def __init__(self, workers: int | None = None, *, timeouts: dict[str, float] | None = None,
+                 default_timeout_s: float = DEFAULT_TIMEOUT_S, tokenizer_dir: str | None = None,
+                 shaping: ShapingConfig | None = None):
+        self.n_workers = workers or max(1, os.cpu_count() or 1)
+        self.timeouts = dict(timeouts or {})
+        self.default_timeout_s = default_timeout_s
+        self._args = (tokenizer_dir, shaping.model_dump_json() if shaping else None)
+        self._ctx = mp.get_context("forkserver")
+        self._ctx.set_forkserver_preload(_PRELOAD)
+        self._workers = [_Worker(self._ctx, self._args) for _ in range(self.n_workers)]
+        self._pending: queue.SimpleQueue[_Task] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        self._ids = itertools.count()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._stats: dict[str, dict] = {}
+        self._t0: float | None = None
+        self._t_last = 0.0
+        self._thread = threading.Thread(target=self._dispatch, name="reward-service", daemon=True)
+        self._thread.start()
+
+    # -- public API -----------------------------------------------------------------------
+    def submit(self, verifier: str, row: dict, token_ids: list[int] | None = None) -> Future:
+        """Queue one sample; the future resolves to a RewardResult (never raises for a bad row)."""
+        if self._closed:
+            raise RuntimeError("reward service is closed")
+        fut: Future = Future()
+        now = time.perf_counter()
+        with self._lock:
+            self._t0 = now if self._t0 is None else self._t0
+        self._pending.put(_Task(next(self._ids), verifier, row, token_ids, fut, now))
+        self._wake_w.send_bytes(b"1")
+        return fut
+
+    def submit_spec(self, spec, response: str | None, reference: str, token_ids: list[int] | None = None) -> Future:
+        """A world verifier spec (``prompts.verifier``) against its reference."""
+        row = {"spec": spec, "reference": reference}
+        if response is not None:
+            row["response"] = response
+        return self.submit(SPEC, row, token_ids)
+
+    def score_many(self, requests: list[tuple[str, dict]]) -> list[RewardResult]:
+        """Submit ``(verifier, row)`` pairs and wait for all; results in input order."""
+        futures = [self.submit(v, r) for v, r in requests]
+        return [f.result() for f in futures]
+
+    def metrics(self) -> dict:
+        """Per verifier: requests, ok, failures by kind, p50/p99 latency (s), throughput (/s); and totals."""
+        with self._lock:
+            span = max(self._t_last - (self._t0 or self._t_last), 1e-9)
+            out = {}
+            for name, s in sorted(self._stats.items()):
+                lat = np.array(s["latency"]) if s["latency"] else np.zeros(1)
+                out[name] = {"requests": s["n"], "ok": s["kinds"].get("ok", 0),
+                             "failures": {k: v for k, v in s["kinds"].items() if k != "ok"},
+                             "p50_latency_s": float(np.percentile(lat, 50)),
+                             "p99_latency_s": float(np.percentile(lat, 99)),
+                             "throughput_per_s": s["n"] / span}
+            total = sum(s["n"] for s in self._stats.values())
+            return {"verifiers": out, "requests": total, "throughput_per_s": total / span,
+                    "workers": self.n_workers}
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._wake_w.send_bytes(b"0")
+        self._thread.join(30)
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (OSError, BrokenPipeError):
+                pass
+        for w in self._workers:
+            w.proc.join(5)
+            if w.proc.is_alive():
+                w.kill()
+
+    def __enter__(self) -> "RewardService":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- dispatcher -----------------------------------------------------------------------
+    def _finish(self, task: _Task, result: dict) -> None:
+        now = time.perf_counter()
+        res = RewardResult(task.verifier, float(result.get("score", 0.0)), result["kind"],
+                           result.get("fields") or {}, result.get("error"), now - task.submitted)
+        with self._lock:
+            s = self._stats.setdefault(task.verifier, {"n": 0, "kinds": {}, "latency": []})
+            s["n"] += 1
+            s["kinds"][res.kind] = s["kinds"].get(res.kind, 0) + 1
+            s["latency"].append(res.latency_s)
+            self._t_last = now
+        task.future.set_result(res)
+
+    def _start(self, worker: _Worker, task: _Task) -> None:
+        task.attempts += 1
+        task.deadline = time.perf_counter() + self.timeouts.get(task.verifier, self.default_timeout_s)
+        worker.task = task
+        try:
+            worker.conn.send((task.id, task.verifier, task.row, task.token_ids))
+        except (OSError, BrokenPipeError):
+            self._replace(worker, retry=True)
+        except Exception as e:               # not picklable: the request's fault
+            worker.task = None
+            self._finish(task, {"kind": "error", "score": 0.0, "error": f"request not sendable: {e}"})
+
+    def _replace(self, worker: _Worker, *, retry: bool, why: str = "worker died") -> None:
+        task, worker.task = worker.task, None
+        worker.kill()
+        i = self._workers.index(worker)
+        self._workers[i] = _Worker(self._ctx, self._args)
+        if task is None:
+            return
+        if retry and task.attempts < 2:
+            self._pending.put(task)
+        else:
+            kind = "timeout" if why == "timeout" else "crash"
+            self._finish(task, {"kind": kind, "score": 0.0, "error": why})
+
+    def _dispatch(self) -> None:
+        while True:
+            for w in self._workers:
+                if w.task is None and not self._pending.empty():
+                    self._start(w, self._pending.get())
+            busy = [w for w in self._workers if w.task is not None]
+            if self._closed and not busy and self._pending.empty():
+                return
+            now = time.perf_counter()
+            wait_s = min([w.task.deadline - now for w in busy], default=1.0)
+            ready = wait([self._wake_r] + [w.conn for w in busy], timeout=max(0.0, wait_s))
+            for r in ready:
+                if r is self._wake_r:
+                    while self._wake_r.poll():
+                        self._wake_r.recv_bytes()
+                    continue
+                w = next(w for w in busy if w.conn is r)
+                try:
+                    task_id, result = w.conn.recv()
+                except (EOFError, OSError):
+                    self._replace(w, retry=True)
+                    continue
+                task, w.task = w.task, None
+                if task is not None and task.id == task_id:
+                    self._finish(task, result)
+            now = time.perf_counter()
+            for w in self._workers:
+                if w.task is not None and now >= w.task.deadline:
+                    self._replace(w, retry=False, why="timeout")

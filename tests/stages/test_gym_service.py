@@ -1,0 +1,139 @@
+"""The reward service (process pool, deadlines, retries, metrics) and ``compass gym score``."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stages.common.model_factory import build_tokenizer
+from stages.gym.penalties import OverlongConfig, ShapingConfig
+from stages.gym.service import RewardService
+
+TOOL_ROW = {"response": '<think>x</think><tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>',
+            "gold_calls": [{"name": "f", "arguments": {"a": 1}}]}
+JSON_ROW = {"response": '{"a": 1}', "schema": {"type": "object", "required": ["a"]}, "gold": {"a": 2}}
+
+
+@pytest.fixture(scope="module")
+def service():
+    with RewardService(2, timeouts={"code": 2.0}) as svc:
+        yield svc
+
+
+def test_scores_in_order_with_fields_and_counts_metrics(service):
+    before = service.metrics()["verifiers"].get("tool", {}).get("requests", 0)
+    reqs = [("tool", TOOL_ROW), ("json", JSON_ROW)] * 20
+    results = service.score_many(reqs)
+    assert [r.verifier for r in results] == [v for v, _ in reqs]
+    assert all(r.kind == "ok" for r in results)
+    assert results[0].score == 4.0 and results[0].fields == {"format": 1, "correct": 3.0}
+    assert results[1].score == pytest.approx(0.5) and results[1].fields["valid"] is True
+    m = service.metrics()
+    assert m["verifiers"]["tool"]["requests"] == before + 20
+    assert 0 < m["verifiers"]["tool"]["p50_latency_s"] <= m["verifiers"]["tool"]["p99_latency_s"]
+    assert m["throughput_per_s"] > 0
+
+
+@pytest.mark.parametrize("verifier,row,needle", [
+    ("no-such-verifier", {"response": "x"}, "unknown gym verifier"),
+    ("json", {"response": "{}"}, "schema"),
+    ("tool", {"response": "x" * 10_000_000, "gold_calls": []}, "too long"),
+    ("tool", {"response": "\ud800 lone surrogate", "gold_calls": "not json"}, "gold_calls"),
+])
+def test_bad_input_is_a_scored_failure(service, verifier, row, needle):
+    res = service.submit(verifier, row).result(60)
+    assert (res.kind, res.score) == ("error", 0.0) and needle in res.error
+    assert service.submit("tool", TOOL_ROW).result(30).score == 4.0       # and the service goes on
+
+
+def test_world_specs(service):
+    ok = service.submit_spec('{"type": "math_exact"}', "<think>6*7</think>42", "42").result(30)
+    bad = service.submit_spec('{"type": "nope"}', "42", "42").result(30)
+    assert (ok.kind, ok.score) == ("ok", 1.0)
+    assert bad.kind == "error" and "unknown verifier type" in bad.error
+
+
+def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried():
+    with RewardService(1) as svc:
+        assert svc.submit("tool", TOOL_ROW).result(30).kind == "ok"
+        pid = svc._workers[0].proc.pid
+        fut = svc.submit("code", {"response": "import time\ntime.sleep(1.5)\ndef f(): return 1",
+                                  "tests": ["assert f() == 1"], "timeout_s": 10})
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)                   # an infrastructure fault, injected for real
+        res = fut.result(60)
+        assert (res.kind, res.score) == ("ok", 1.0)
+        assert svc._workers[0].proc.pid != pid
+
+
+def test_a_hung_verifier_times_out_without_stopping_the_service(service):
+    t0 = time.perf_counter()
+    hung = service.submit("code", {"response": "import time\ntime.sleep(60)", "tests": ["assert True"],
+                                   "timeout_s": 120})
+    res = hung.result(30)
+    assert res.kind == "timeout" and res.score == 0.0
+    assert time.perf_counter() - t0 < 15
+    assert service.submit("tool", TOOL_ROW).result(30).score == 4.0
+    assert service.metrics()["verifiers"]["code"]["failures"].get("timeout", 0) >= 1
+
+
+def test_token_ids_are_detokenized_in_workers_and_shaped(tmp_path):
+    tok = build_tokenizer(["<think>x</think> the answer is 42 and more words here"] * 50)
+    tok.save_pretrained(tmp_path)
+    text = "<think>6*7</think>42"
+    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    shaping = ShapingConfig(overlong=OverlongConfig(max_len=len(ids) + 2, cache_len=4))
+    with RewardService(1, tokenizer_dir=str(tmp_path), shaping=shaping) as svc:
+        res = svc.submit_spec('{"type": "math_exact"}', None, "42", token_ids=ids).result(60)
+    assert res.kind == "ok"
+    # len(ids) = max_len - 2 lies 2 tokens into the 4-token soft zone: penalty -0.5
+    assert res.fields["shaping_verifier"] == 1.0 and res.fields["shaping_overlong"] == pytest.approx(-0.5)
+    assert res.score == pytest.approx(0.5)
+
+
+# -- compass gym score -------------------------------------------------------------------------
+def _cli(*args, **kw):
+    env = {**os.environ, "COMPASS_PROGRESS": "0"}
+    return subprocess.run([sys.executable, "-m", "compass.cli", "gym", "score", *args], capture_output=True,
+                          text=True, env=env, timeout=180, **kw)
+
+
+def test_cli_keeps_rows_in_order_and_survives_bad_lines(tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    with open(src, "wb") as f:
+        f.write((json.dumps({**TOOL_ROW, "id": "a"}) + "\n").encode())
+        f.write(b"\xff\xfe not utf-8\n")
+        f.write(b"{malformed json\n")
+        f.write(b"\n")
+        f.write((json.dumps({"id": "b", "response": "no calls", "gold_calls": TOOL_ROW["gold_calls"]}) + "\n").encode())
+        f.write(b"[1, 2]\n")
+        f.write((json.dumps({"id": "c", "response": "x"}) + "\n").encode())
+    for workers in ("1", "2"):
+        p = _cli("tool", str(src), str(out), "--workers", workers)
+        assert p.returncode == 0, p.stderr
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r.get("id") for r in rows] == ["a", None, None, "b", None, "c"]
+        assert rows[0]["score"] == 4.0 and rows[0]["format"] == 1 and "error" not in rows[0]
+        assert rows[1]["line"] == 2 and "UTF-8" in rows[1]["error"]
+        assert rows[2]["line"] == 3 and "malformed JSON" in rows[2]["error"]
+        assert rows[3]["correct"] == -3.0 and rows[3]["format"] == 0
+        assert rows[4]["line"] == 6 and "object" in rows[4]["error"]
+        assert "gold_calls" in rows[5]["error"] and rows[5]["score"] == 0.0
+        assert "scored 6 rows" in p.stderr
+
+
+def test_cli_usage_errors(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(TOOL_ROW) + "\n")
+    p = _cli("nope", str(src), str(tmp_path / "o.jsonl"))
+    assert p.returncode == 2 and "unknown gym verifier 'nope'" in p.stderr and "math" in p.stderr
+    p = _cli("tool", str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"))
+    assert p.returncode == 2 and "no such input file" in p.stderr
+    p = _cli("genrm", str(src), str(tmp_path / "o.jsonl"))
+    assert p.returncode == 2 and "--judge" in p.stderr
+    assert not (tmp_path / "o.jsonl").exists()
