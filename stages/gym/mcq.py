@@ -42,6 +42,7 @@ from functools import lru_cache
 
 from stages.gym import mcq_keywords as kw
 from stages.gym.provisional import final_answer
+from stages.gym.registry import register_verifier
 from stages.gym.rows import RowError, register_scorer, require, response_of
 
 _WINDOW = 20_000
@@ -340,3 +341,15 @@ def score_mcq(row: dict) -> dict:
     predicted = None if i is None else keys[i]
     correct = predicted == gold_key
     return {"predicted": predicted, "correct": correct, "score": 1.0 if correct else 0.0}
+
+
+# -- the world's spec verifier --------------------------------------------------------------
+@register_verifier("mcq")
+def _mcq_spec(spec: dict, response: str, reference: str) -> float:
+    """``{"type": "mcq", "options": "ABCDE"}`` (default ``ABCD``): 1 when the final answer names the
+    reference letter."""
+    options = str(spec.get("options", "ABCD")).upper()
+    ref = (reference or "").strip().strip('"').strip().upper()
+    if len(ref) != 1 or ref not in options:
+        return 0.0
+    return 1.0 if predict(response, options) == ref else 0.0

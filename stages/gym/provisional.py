@@ -1,4 +1,4 @@
-"""Provisional Compass-Gym verifiers: exact math answers and multiple choice.
+"""The world's spec verifiers' entry point, and exact math answers.
 
 One entry point, ``score(verifier, response, reference) -> float`` in [0, 1],
 where ``verifier`` is the JSON spec stored in ``prompts.verifier``:
@@ -6,22 +6,22 @@ where ``verifier`` is the JSON spec stored in ``prompts.verifier``:
 - ``{"type": "math_exact"}``: the final answer's number equals the reference
   exactly (integers, decimals, fractions ``3/4``, negatives, ``1,234``,
   ``\\boxed{..}``), compared as ``fractions.Fraction``; ``0.75`` equals ``3/4``.
-- ``{"type": "mcq"}`` (optionally ``"options": "ABCDE"``, default ``"ABCD"``):
-  the option letter named by the final answer equals the reference letter.
+
+The ``mcq`` spec lives with the multilingual extractor in ``stages.gym.mcq``.
 
 The final answer is the text after the last ``</think>``; a response with no
 ``</think>`` is its own final answer, unless it opened a ``<think>`` that it
 never closed: an unfinished thought has no answer (scores 0), so a truncated
 trace cannot earn reward from numbers inside its reasoning.
 
-The full gym (ARCHITECTURE §4) adds symbolic equivalence, code, IFEval, tool
-use, JSON extraction and the GenRM judge behind the same ``score``.
+Every other spec type (code, ifeval, tool_call, mcq, json_schema, qa, genrm)
+registers itself from its own module (``stages.gym.registry``) behind the same
+``score``; the row-level API for ``compass gym score`` is ``stages.gym.rows``.
 """
 from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from fractions import Fraction
 from stages.gym.registry import get_verifier, load_all, register_verifier
 
@@ -81,53 +81,6 @@ def parse_number(text: str) -> Fraction | None:
     return _to_fraction(found[-1]) if found else None
 
 
-# -- multiple choice -----------------------------------------------------------
-# "The (correct) answer is B" in the world's languages (en, zh-TW, id, vi, th, pt, ms):
-# an answer word, an optional "correct", an optional "is", an optional article or
-# "option/letter" word, then the letter ("A resposta correta é a B", "คำตอบคือข้อ B").
-_ANSWER_WORDS = ("answer", "option", "choice", "答案", "選項", "jawaban(?:nya)?", "jawapan(?:nya)?", "pilihan",
-                 "đáp án", "lựa chọn", "คำตอบ", "ตัวเลือก", "resposta", "alternativa", "opção")
-_CORRECT_WORDS = ("correct", "yang benar", "yang betul", "yang tepat", "đúng", "ที่ถูกต้อง", "ที่ถูก",
-                  "correta", "certa")
-_IS_WORDS = ("is", "是", "為", "为", "adalah", "ialah", "là", "คือ", "é")
-_BEFORE_LETTER = ("letra", "option", "[ao]")
-
-
-def _any(words: tuple[str, ...]) -> str:
-    return "(?:" + "|".join(words) + ")"
-
-
-# NFKC like the text it reads (it splits Thai "ำ" in two)
-_SAID = unicodedata.normalize(
-    "NFKC", rf"{_any(_ANSWER_WORDS)}\s*(?:{_any(_CORRECT_WORDS)}\s*)?(?:{_any(_IS_WORDS)}\s*)?"
-            rf"[:]?\s*(?:{_any(_BEFORE_LETTER)}\s+|ข้อ\s*)?[\(\[]?\s*")
-
-
-def extract_choice(text: str, options: str = "ABCD") -> str | None:
-    """The option letter an answer names: ``B``, ``(B)``, ``B. Shoes``,
-    ``answer is B``, ``Jawaban: B``, ``答案是 B``, ``Đáp án là B``, ``คำตอบคือ B``,
-    ``A resposta é B``, ``Jawapannya ialah B``; None when there is none or it is ambiguous."""
-    if not text:
-        return None
-    t = unicodedata.normalize("NFKC", text).strip()   # full-width "（Ｂ）" and "：" read as "(B)", ":"
-    letters = re.escape(options)
-    not_letter = r"(?![A-Za-z])"
-    m = re.fullmatch(rf"[\(\[]?\s*([{letters}{letters.lower()}])\s*[\)\]]?\s*[.:]?", t)
-    if m:
-        return m.group(1).upper()
-    said = re.findall(rf"{_SAID}([{letters}]){not_letter}", t, flags=re.IGNORECASE)
-    said = [s.upper() for s in said if s.upper() in options]
-    if said:
-        return said[-1]
-    paren = set(re.findall(rf"\(([{letters}])\)", t))
-    if len(paren) > 1:  # "(A) or (B)": no single answer
-        return None
-    m = re.match(rf"[\(\[]?([{letters}])(?:[\)\]]|[.:](?=\s|$))", t)
-    if m:
-        return m.group(1)
-    return paren.pop() if paren else None
-
-
 # -- verifiers -----------------------------------------------------------------
 @register_verifier("math_exact")
 def _math_exact(spec: dict, response: str, reference: str) -> float:
@@ -135,16 +88,6 @@ def _math_exact(spec: dict, response: str, reference: str) -> float:
     got = parse_number(final_answer(response))
     if ref is None or got is None:
         return 0.0
-    return 1.0 if got == ref else 0.0
-
-
-@register_verifier("mcq")
-def _mcq(spec: dict, response: str, reference: str) -> float:
-    options = str(spec.get("options", "ABCD")).upper()
-    ref = (reference or "").strip().strip('"').strip().upper()
-    if len(ref) != 1 or ref not in options:
-        return 0.0
-    got = extract_choice(final_answer(response), options)
     return 1.0 if got == ref else 0.0
 
 

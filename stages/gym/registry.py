@@ -15,6 +15,7 @@ from stages.common.named_registry import Registry
 # Modules that register verifiers; add a new verifier's module here.
 VERIFIER_MODULES = (
     "stages.gym.provisional",
+    "stages.gym.mcq",
     "stages.gym.json_schema",
     "stages.gym.title_judge",
     "stages.gym.code_tests",

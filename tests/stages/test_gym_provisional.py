@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.gym.provisional import extract_choice, final_answer, parse_number, score
+from stages.gym.mcq import extract_choice
+from stages.gym.provisional import final_answer, parse_number, score
 
 MATH = json.dumps({"type": "math_exact"})
 MCQ = json.dumps({"type": "mcq"})

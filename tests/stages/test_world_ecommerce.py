@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from stages.gym.provisional import extract_choice, is_judged, needs_reference, score
+from stages.gym.mcq import extract_choice
+from stages.gym.provisional import is_judged, needs_reference, score
 from stages.gym.title_judge import _find, _fold
 from stages.world.build import ItemFactory, build_world
 from stages.world.suites import get_suite
