@@ -143,7 +143,7 @@ def test_ifeval_scores_the_fraction_followed():
 
 def test_ifeval_unknown_instruction_is_a_bad_spec():
     with pytest.raises(ValueError):
-        score(ifeval_spec(("combination:two_responses",)), "text", "")
+        score(ifeval_spec(("combination:three_responses",)), "text", "")
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="IFEval reference data (../shared/data) not present")
@@ -163,7 +163,8 @@ def test_ifeval_rules_agree_with_ifevals_labels():
     for line in (DATA / "eval_results_strict_reference.jsonl").read_text().splitlines():
         row = json.loads(line)
         for iid, kw, followed in zip(row["instruction_id_list"], kwargs[row["prompt"]], row["follow_instruction_list"]):
-            if iid in RULES:
+            # a non-letter "letter" is a random letter in IFEval: its label cannot be matched
+            if iid in RULES and not (iid == "keywords:letter_frequency" and not kw["letter"].isalpha()):
                 assert RULES[iid](row["response"], **{k: v for k, v in kw.items() if v is not None}) == followed
                 n += 1
     assert n > 500
