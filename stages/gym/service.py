@@ -11,6 +11,9 @@ A dispatcher thread hands tasks to idle workers and watches deadlines:
   and the task retried once; a second death answers ``kind="crash"``;
 - a row the verifier cannot score answers ``kind="error"`` with the reason.
 
+Each worker holds up to ``PIPELINE_DEPTH`` tasks, answered in order, so it never waits for the
+dispatcher between cheap tasks; the deadline runs for the task it is scoring.
+
 A request names a row scorer (``math``, ``code``, ``ifeval``, ``tool``,
 ``mcq``, ``json``; see ``stages.gym.rows``) and its row, or ``spec`` with
 ``{"spec", "response", "reference"}`` for the world's verifier specs. It may
@@ -23,6 +26,7 @@ throughput and failures by kind.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import multiprocessing as mp
 import os
@@ -38,6 +42,9 @@ import numpy as np
 from stages.gym.penalties import ShapingConfig, shape
 
 DEFAULT_TIMEOUT_S = 30.0
+# Tasks queued at a worker beyond the one it is scoring: hides the round trip to the dispatcher
+# (cheap verifiers take microseconds) while a timeout still costs little: the others are re-queued.
+PIPELINE_DEPTH = 4
 SPEC = "spec"                       # request kind for the world's ``{"type": ...}`` verifier specs
 _PRELOAD = ["stages.gym.rows", "stages.gym.provisional", "stages.gym.penalties"]
 
@@ -119,12 +126,14 @@ class _Task:
 
 
 class _Worker:
+    """A worker process and the tasks sent to it, answered in order; the head's deadline runs."""
+
     def __init__(self, ctx, args):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, *args), daemon=True)
         self.proc.start()
         child.close()
-        self.task: _Task | None = None
+        self.inflight: collections.deque[_Task] = collections.deque()
 
     def kill(self) -> None:
         self.proc.kill()
@@ -232,41 +241,56 @@ class RewardService:
             self._t_last = now
         task.future.set_result(res)
 
-    def _start(self, worker: _Worker, task: _Task) -> None:
+    def _send(self, worker: _Worker, task: _Task) -> bool:
+        """Queue ``task`` at ``worker``; False when the worker is gone (it is then replaced)."""
         task.attempts += 1
-        task.deadline = time.perf_counter() + self.timeouts.get(task.verifier, self.default_timeout_s)
-        worker.task = task
+        if not worker.inflight:
+            task.deadline = time.perf_counter() + self._timeout(task)
+        worker.inflight.append(task)
         try:
             worker.conn.send((task.id, task.verifier, task.row, task.token_ids))
         except (OSError, BrokenPipeError):
-            self._replace(worker, retry=True)
+            self._replace(worker, why="worker died")
+            return False
         except Exception as e:               # not picklable: the request's fault
-            worker.task = None
+            worker.inflight.pop()
             self._finish(task, {"kind": "error", "score": 0.0, "error": f"request not sendable: {e}"})
+        return True
 
-    def _replace(self, worker: _Worker, *, retry: bool, why: str = "worker died") -> None:
-        task, worker.task = worker.task, None
+    def _timeout(self, task: _Task) -> float:
+        return self.timeouts.get(task.verifier, self.default_timeout_s)
+
+    def _replace(self, worker: _Worker, *, why: str) -> None:
+        """Kill and replace ``worker``. On a timeout the head task is answered ``timeout``; on a death it is
+        retried once (then ``crash``). Tasks queued behind the head go back to the queue as they were."""
+        tasks = list(worker.inflight)
+        worker.inflight.clear()
         worker.kill()
-        i = self._workers.index(worker)
-        self._workers[i] = _Worker(self._ctx, self._args)
-        if task is None:
+        self._workers[self._workers.index(worker)] = _Worker(self._ctx, self._args)
+        if not tasks:
             return
-        if retry and task.attempts < 2:
-            self._pending.put(task)
+        head, rest = tasks[0], tasks[1:]
+        for t in rest:
+            t.attempts -= 1                  # never started: not an attempt
+            self._pending.put(t)
+        if why == "timeout":
+            self._finish(head, {"kind": "timeout", "score": 0.0, "error": "timeout"})
+        elif head.attempts < 2:
+            self._pending.put(head)
         else:
-            kind = "timeout" if why == "timeout" else "crash"
-            self._finish(task, {"kind": kind, "score": 0.0, "error": why})
+            self._finish(head, {"kind": "crash", "score": 0.0, "error": why})
 
     def _dispatch(self) -> None:
         while True:
-            for w in self._workers:
-                if w.task is None and not self._pending.empty():
-                    self._start(w, self._pending.get())
-            busy = [w for w in self._workers if w.task is not None]
+            for w in list(self._workers):
+                while len(w.inflight) < PIPELINE_DEPTH and not self._pending.empty():
+                    if not self._send(w, self._pending.get()):
+                        break
+            busy = [w for w in self._workers if w.inflight]
             if self._closed and not busy and self._pending.empty():
                 return
             now = time.perf_counter()
-            wait_s = min([w.task.deadline - now for w in busy], default=1.0)
+            wait_s = min([w.inflight[0].deadline - now for w in busy], default=1.0)
             ready = wait([self._wake_r] + [w.conn for w in busy], timeout=max(0.0, wait_s))
             for r in ready:
                 if r is self._wake_r:
@@ -274,15 +298,20 @@ class RewardService:
                         self._wake_r.recv_bytes()
                     continue
                 w = next(w for w in busy if w.conn is r)
-                try:
-                    task_id, result = w.conn.recv()
-                except (EOFError, OSError):
-                    self._replace(w, retry=True)
-                    continue
-                task, w.task = w.task, None
-                if task is not None and task.id == task_id:
-                    self._finish(task, result)
+                while w.inflight:
+                    try:
+                        if not w.conn.poll():
+                            break
+                        task_id, result = w.conn.recv()
+                    except (EOFError, OSError):
+                        self._replace(w, why="worker died")
+                        break
+                    task = w.inflight.popleft()
+                    if task.id == task_id:
+                        self._finish(task, result)
+                    if w.inflight:           # the next task starts now: its deadline starts now
+                        w.inflight[0].deadline = time.perf_counter() + self._timeout(w.inflight[0])
             now = time.perf_counter()
-            for w in self._workers:
-                if w.task is not None and now >= w.task.deadline:
-                    self._replace(w, retry=False, why="timeout")
+            for w in list(self._workers):
+                if w.inflight and now >= w.inflight[0].deadline:
+                    self._replace(w, why="timeout")
