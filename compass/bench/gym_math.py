@@ -1,0 +1,280 @@
+"""Compass-Gym math verifier against independent references, and its speed against math-verify.
+
+Reference sets (``<repo>/../shared/data``, or ``--data DIR``; never copied into the repo):
+
+- ``gsm8k``: OpenAI's labelled GSM8K model solutions (4 per test question, ``is_correct``
+  by OpenAI) against the test set's ``#### N`` answers: plain-number pairs.
+- ``math500``: every MATH-500 answer against itself in several LaTeX renderings
+  (``\\dfrac``/``\\frac``, ``\\left``/``\\right``, ``$..$``, ``\\boxed{}`` in a sentence,
+  spacing, ``a/b``, units, thousands separators, degrees), all expected equal, plus one
+  perturbed wrong answer per problem, expected unequal.
+- ``mixed``: Math-Verify's mixed-number cases (``4 4/9``, ``11 6/6``, ``28%``).
+- ``hendrycks``: the MATH paper's ``is_equiv`` unit cases.
+
+Agreement is the share of pairs where the verdict equals the reference label. math-verify
+gets each gold as ``$gold$`` (its LaTeX extraction needs delimiters); responses are passed as
+they are, except the two bare answers of a hendrycks case, which are both wrapped. The
+``math500-delim`` row is the math500 pairs whose response has ``$..$`` or ``\\boxed``. Speed is
+pairs per second on the same pairs in the same run, both verifiers cold: before every
+pair, math-verify's parse caches (``parser.parse_latex_cached``, ``parser.parse_expr_cached``,
+``parser.extract_latex``, all ``functools.lru_cache``) and ours (``math_parse.parse_answer``)
+are cleared, so neither wins by memoising repeated gold answers. math-verify's compiled-regex
+caches (``lazy_*_regex``) are kept, as ours are compiled once at import.
+
+``speedup_vs_math_verify`` in the JSON line is the smaller of the two speedups (plain
+numbers on gsm8k, LaTeX on math500).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+
+
+# -- reference pairs: (response, gold, expected) ---------------------------------------------------
+def _jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def gsm8k_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    labelled = _jsonl(data / "gsm8k" / "example_model_solutions_labeled.jsonl")
+    tests = _jsonl(data / "gsm8k" / "test.jsonl")
+    gold_of = {t["question"]: t["answer"].rsplit("####", 1)[1].strip() for t in tests}
+    pairs = []
+    for row in labelled:
+        gold = gold_of[row["question"]]
+        for model in GSM8K_MODELS:
+            pairs.append((row[model]["solution"], gold, bool(row[model]["is_correct"])))
+    return pairs[:limit] if limit else pairs
+
+
+def _balanced_swap(gold: str) -> str | None:
+    """gold with \\left/\\right added to every bracket, when it has none and they balance."""
+    if "\\left" in gold or "\\begin" in gold or "\\text" in gold:
+        return None
+    opens, closes = re.findall(r"(?<!\\)[(\[]", gold), re.findall(r"(?<!\\)[)\]]", gold)
+    if not opens or len(opens) != len(closes):
+        return None
+    s = re.sub(r"(?<!\\)([(\[])", r"\\left\1", gold)
+    return re.sub(r"(?<!\\)([)\]])", r"\\right\1", s)
+
+
+def _compact(gold: str) -> str:
+    """Spaces removed except where they end a command name (\\cot x)."""
+    s = re.sub(r"\s+", " ", gold.strip())
+    return re.sub(r"(?<=[^a-zA-Z]) | (?=[^a-zA-Z])", "", s)
+
+
+_PLAIN_NUM = re.compile(r"-?(?:\d+|\d{1,3}(?:,\\!\s?\d{3})+)(?:\.\d+)?|-?\.\d+")
+
+
+def renderings(gold: str) -> list[str]:
+    """Equivalent ways to write ``gold``, as a model might (the gold itself included)."""
+    forms = [gold, f"${gold}$", f"The final answer is $\\boxed{{{gold}}}$.",
+             f"Therefore, the answer is ${gold}$.", f"<think>Try 1, 2, 3.</think>\n\\boxed{{{gold}}}",
+             gold.replace("\\dfrac", "\\frac").replace("\\frac", "\\dfrac"), gold.replace("\\dfrac", "\\frac"),
+             re.sub(r"\\left|\\right", "", gold), _compact(gold),
+             re.sub(r"\s*([+=])\s*", r" \1 ", re.sub(r",(?!\\!|\d{3}(?!\d))\s*", ", ", gold))]
+    swapped = _balanced_swap(gold)
+    if swapped:
+        forms.append(swapped)
+    slash = re.sub(r"(\d?)\s*\\d?frac\{(\d+)\}\{(\d+)\}(?![a-zA-Z\\(])",
+                   lambda m: (m.group(1) + " " if m.group(1) else "") + f"{m.group(2)}/{m.group(3)}", gold)
+    forms.append(slash)
+    forms.append(re.sub(r"\\sqrt\{(\d)\}", r"\\sqrt\1", gold))
+    if "^\\circ" in gold:
+        forms += [gold.replace("^\\circ", ""), gold.replace("^\\circ", "^{\\circ}"),
+                  gold.replace("^\\circ", " degrees")]
+    if _PLAIN_NUM.fullmatch(gold.replace("\\$", "")):
+        plain = re.sub(r",\\!\s?", "", gold.replace("\\$", ""))
+        forms += [plain, f"{plain}\\text{{ units}}", f"{plain} cm", f"\\${plain}"]
+        if re.fullmatch(r"-?\d{4,}", plain):
+            forms.append(f"{int(plain):,}")
+    if re.search(r"\\(?:text|mbox)\{", gold):
+        stripped = re.sub(r"\s*\\(?:text|mbox)\{\s*([^{}]*?)\s*\}(\^\d)?", r" \1", gold).strip()
+        forms.append(stripped)
+        if re.match(r"[\d\\-]", gold):          # a quantity with a unit: the bare quantity
+            forms.append(re.sub(r"\s*\\(?:text|mbox)\{[^{}]*\}(\^\d)?", "", gold).strip())
+    out = []
+    for f in forms:
+        if f and f not in out:
+            out.append(f)
+    return out
+
+
+def perturbed(gold: str) -> str:
+    """A wrong answer close to ``gold``: its last integer plus one, else a changed sign or word."""
+    if _PLAIN_NUM.fullmatch(gold) and "." not in gold:       # 10,\!080 -> 10081
+        return str(int(re.sub(r"[^\d-]", "", gold)) + 1)
+    m = None
+    for m in re.finditer(r"(?<![\d^_])(?<![_^]\{)\d+", gold):     # not an exponent or a base (cm^2, 204_5)
+        pass
+    if m is not None:
+        return gold[:m.start()] + str(int(m.group(0)) + 1) + gold[m.end():]
+    choice = re.fullmatch(r"\\text\{\(([A-E])\)\}", gold)
+    if choice:
+        return f"\\text{{({'B' if choice.group(1) != 'B' else 'C'})}}"
+    if gold.startswith("\\text{"):
+        return "\\text{none of these}"
+    if " - " in gold:
+        return gold.replace(" - ", " + ", 1)
+    return gold + " + 1"
+
+
+def math500_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    rows = _jsonl(data / "math500" / "test.jsonl")
+    rows = rows[:limit] if limit else rows
+    pairs = []
+    for row in rows:
+        gold = row["answer"]
+        pairs += [(form, gold, True) for form in renderings(gold)]
+        pairs.append((f"The final answer is $\\boxed{{{perturbed(gold)}}}$.", gold, False))
+    return pairs
+
+
+def math500_delimited_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    """The math500 pairs whose response marks its math ($..$ or \\boxed): math-verify needs that."""
+    return [p for p in math500_pairs(data, limit) if "$" in p[0].replace("\\$", "") or "\\boxed" in p[0]]
+
+
+def mixed_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    rows = _jsonl(data / "math_verify_mixed_numbers" / "math_verify_main_mixed_number_cases.jsonl")
+    pairs = [(r["pred"], r["gold"], bool(r["expected"])) for r in rows]
+    return pairs[:limit] if limit else pairs
+
+
+def hendrycks_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+    rows = _jsonl(data / "math_hendrycks_equivalence_tests" / "math_equivalence_test_cases.jsonl")
+    pairs = [(r["b"], r["a"], bool(r["expected_equivalent"])) for r in rows]
+    return pairs[:limit] if limit else pairs
+
+
+# set name -> (loader, how math-verify sees the gold and the response)
+SETS = {
+    "gsm8k": (gsm8k_pairs, "plain"),
+    "math500": (math500_pairs, "latex"),
+    "math500-delim": (math500_delimited_pairs, "latex"),
+    "mixed": (mixed_pairs, "expr"),
+    "hendrycks": (hendrycks_pairs, "latex-both"),
+}
+
+
+# -- the two verifiers ------------------------------------------------------------------------------
+def run_ours(pairs) -> tuple[list[bool], float]:
+    from stages.gym.math_equiv import math_equal
+    from stages.gym.math_parse import parse_answer
+    verdicts = []
+    t0 = time.perf_counter()
+    for response, gold, _ in pairs:
+        parse_answer.cache_clear()
+        verdicts.append(math_equal(response, gold))
+    return verdicts, time.perf_counter() - t0
+
+
+def run_math_verify(pairs, mode: str) -> tuple[list[bool], float]:
+    from math_verify import ExprExtractionConfig, parse, verify
+    from math_verify import parser as mv_parser
+    caches = (mv_parser.parse_latex_cached, mv_parser.parse_expr_cached, mv_parser.extract_latex)
+    expr_only = [ExprExtractionConfig()]
+    verdicts = []
+    t0 = time.perf_counter()
+    for response, gold, _ in pairs:
+        for cache in caches:
+            cache.cache_clear()
+        try:
+            if mode == "expr":      # Math-Verify's own mixed-number tests use expression extraction only
+                ok = verify(parse(gold, expr_only), parse(response, expr_only))
+            elif mode == "latex":   # a bare LaTeX gold is wrapped in $..$, as math-verify expects
+                ok = verify(parse(f"${gold}$"), parse(response))
+            elif mode == "latex-both":   # two bare answers (is_equiv cases): both wrapped
+                ok = verify(parse(f"${gold}$"), parse(f"${response}$"))
+            else:
+                ok = verify(parse(gold), parse(response))
+        except Exception:
+            ok = False
+        verdicts.append(bool(ok))
+    return verdicts, time.perf_counter() - t0
+
+
+def evaluate(name: str, pairs, with_math_verify: bool = True) -> dict:
+    mode = SETS[name][1]
+    ours, t_ours = run_ours(pairs)
+    labels = [p[2] for p in pairs]
+    res = {"set": name, "n": len(pairs), "ours_agreement": _agreement(ours, labels),
+           "ours_pairs_per_s": len(pairs) / max(t_ours, 1e-9), "ours": ours}
+    if with_math_verify:
+        mv, t_mv = run_math_verify(pairs, mode)
+        res.update(mv_agreement=_agreement(mv, labels), mv_pairs_per_s=len(pairs) / max(t_mv, 1e-9), mv=mv)
+        res["speedup"] = res["ours_pairs_per_s"] / res["mv_pairs_per_s"]
+    return res
+
+
+def _agreement(verdicts, labels) -> float:
+    return sum(v == lab for v, lab in zip(verdicts, labels)) / max(len(labels), 1)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="compass bench gym-math")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="reference data directory (default: %(default)s)")
+    ap.add_argument("--limit", type=int, default=None, help="use the first N items of each set (quick runs)")
+    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated subset of: " + ", ".join(SETS))
+    ap.add_argument("--show", type=int, default=0, help="print up to N disagreements per set")
+    args = ap.parse_args(argv)
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    if not args.data.is_dir():
+        print(f"error: reference data directory {args.data} is missing; pass --data DIR "
+              f"(it holds gsm8k/, math500/, math_verify_mixed_numbers/, math_hendrycks_equivalence_tests/)",
+              file=sys.stderr)
+        return 2
+    names = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SETS]
+    if unknown:
+        print(f"error: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}", file=sys.stderr)
+        return 2
+    from stages.gym import math_sympy
+
+    results = {}
+    for name in names:
+        try:
+            pairs = SETS[name][0](args.data, args.limit)
+        except FileNotFoundError as e:
+            print(f"error: reference set '{name}' is missing: {e}", file=sys.stderr)
+            return 2
+        results[name] = res = evaluate(name, pairs)
+        if args.show:
+            shown = 0
+            for (resp, gold, lab), o, m in zip(pairs, res["ours"], res["mv"]):
+                if (o != lab or m != lab) and shown < args.show:
+                    shown += 1
+                    print(f"  [{name}] label={lab} ours={o} math-verify={m} gold={gold!r} "
+                          f"response=...{resp[-90:]!r}")
+
+    print(f"{'set':<14} {'n':>6} {'ours agree':>11} {'m-v agree':>10} {'ours pairs/s':>13} "
+          f"{'m-v pairs/s':>12} {'speedup':>8}")
+    for name, r in results.items():
+        print(f"{name:<14} {r['n']:>6} {r['ours_agreement']:>11.4f} {r['mv_agreement']:>10.4f} "
+              f"{r['ours_pairs_per_s']:>13.0f} {r['mv_pairs_per_s']:>12.0f} {r['speedup']:>7.1f}x")
+    print(f"symbolic (sympy) fallbacks: {math_sympy.calls['symbolic']}, timed out: {math_sympy.calls['timeouts']}")
+    speedups = {k: results[k]["speedup"] for k in ("gsm8k", "math500") if k in results}
+    out = {"bench": "gym-math",
+           "speedup_vs_math_verify": round(min(speedups.values()), 2) if speedups else None,
+           "speedup_plain_gsm8k": round(speedups["gsm8k"], 2) if "gsm8k" in speedups else None,
+           "speedup_latex_math500": round(speedups["math500"], 2) if "math500" in speedups else None,
+           "agreement": round(results["gsm8k"]["ours_agreement"], 4) if "gsm8k" in results else None,
+           "limit": args.limit,
+           "sets": {k: {"n": r["n"], "ours_agreement": round(r["ours_agreement"], 4),
+                        "math_verify_agreement": round(r["mv_agreement"], 4),
+                        "ours_pairs_per_s": round(r["ours_pairs_per_s"], 1),
+                        "math_verify_pairs_per_s": round(r["mv_pairs_per_s"], 1),
+                        "speedup": round(r["speedup"], 2)} for k, r in results.items()}}
+    print(json.dumps(out))
+    return 0
