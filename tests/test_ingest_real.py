@@ -64,6 +64,8 @@ def _gsm8k(rows):
 
 def _math500(rows):
     assert rows[0]["id"] == "test/precalculus/807.json" and {r["difficulty"] for r in rows} == {1, 2, 3, 4, 5}
+    from stages.gym.provisional import score
+    assert all(score(r["verifier"], f"\\boxed{{{r['reference']}}}", r["reference"]) == 1.0 for r in rows)
 
 
 def _mbpp(rows):

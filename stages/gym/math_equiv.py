@@ -23,6 +23,7 @@ from stages.gym.math_compare import Comparer
 from stages.gym.math_extract import extract_final_answer, gold_answer
 from stages.gym.math_parse import parse_answer, text_key
 from stages.gym.provisional import final_answer
+from stages.gym.registry import register_verifier
 from stages.gym.rows import RowError, register_scorer, require, response_of
 
 __all__ = ["math_equal", "answers_equal", "extract_final_answer", "score_math_row"]
@@ -57,3 +58,10 @@ def score_math_row(row: dict) -> dict:
         raise RowError("empty field 'gold'")
     ok = math_equal(response, gold)
     return {"correct": ok, "score": 1.0 if ok else 0.0}
+
+
+@register_verifier("math", needs_reference=True)
+def _math_spec(spec: dict, response: str, reference: str) -> float:
+    """``{"type": "math"}``: symbolic final-answer equivalence with the reference (MATH-style LaTeX answers);
+    ``math_exact`` stays the world's exact-number check."""
+    return 1.0 if math_equal(response, reference, timeout_s=float(spec.get("timeout_s", DEFAULT_TIMEOUT_S))) else 0.0

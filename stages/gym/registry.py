@@ -16,6 +16,7 @@ from stages.common.named_registry import Registry
 VERIFIER_MODULES = (
     "stages.gym.provisional",
     "stages.gym.mcq",
+    "stages.gym.math_equiv",
     "stages.gym.json_schema",
     "stages.gym.title_judge",
     "stages.gym.code_tests",

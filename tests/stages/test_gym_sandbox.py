@@ -139,10 +139,11 @@ def test_hostile_program_is_contained(hostile, case):
     assert row["verdict"] == "fail", row
     assert row["host_ok"] and row["leftovers"] == 0 and row["next_ok"], row
     assert row["rss_growth_mb"] < 64 and row["contained"], row
-    expected_status = {"fork_bomb": "timeout", "cpu_loop": "timeout", "sleep_loop": "timeout",
-                       "memory_bomb": "memory", "output_flood": "output_limit"}
+    # a loaded machine can take longer than the 1 s budget to fill 512 MiB: then the clock stops the bomb
+    expected_status = {"fork_bomb": {"timeout"}, "cpu_loop": {"timeout"}, "sleep_loop": {"timeout"},
+                       "memory_bomb": {"memory", "timeout"}, "output_flood": {"output_limit"}}
     if case in expected_status:
-        assert row["status"] == expected_status[case], row
+        assert row["status"] in expected_status[case], row
 
 
 def test_namespaced_workers_have_every_wall():
