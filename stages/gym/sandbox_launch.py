@@ -27,6 +27,7 @@ from pathlib import Path
 WORKER = Path(__file__).with_name("sandbox_worker.py")
 # Every world-writable place on a usual host; the task uid could write nowhere else.
 TMPFS = (("/tmp", "256m"), ("/var/tmp", "16m"), ("/dev/shm", "16m"), ("/run/lock", "1m"))
+STAGING = "/dev/shm"
 
 
 def _blocked_ancestor(path: Path) -> tuple[Path, str] | None:
@@ -43,11 +44,42 @@ def _blocked_ancestor(path: Path) -> tuple[Path, str] | None:
     return None
 
 
+def _needed() -> list[Path]:
+    """What the worker must still see inside the namespaces: the interpreter's prefixes and this package."""
+    paths = {Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                                 os.path.dirname(os.__file__))}
+    paths.add(WORKER.parent.resolve())
+    return sorted(paths)
+
+
+def _under_tmpfs(path: Path) -> str | None:
+    """The private-tmpfs mount point ``path`` lies under (it would vanish behind the tmpfs), if any."""
+    for mnt, _ in TMPFS:
+        if path == Path(mnt) or Path(mnt) in path.parents:
+            return mnt
+    return None
+
+
+def _keep_script(paths: list[Path], staging: str) -> tuple[list[str], list[str]]:
+    """Shell lines that carry ``paths`` (e.g. a venv or checkout under /tmp) across the tmpfs mounts:
+    bind each onto ``staging`` before the mounts, move it back to its own path (whose new parents
+    are 0755) after them."""
+    keep = [p for p in paths if _under_tmpfs(p) and not any(q != p and q in p.parents for q in paths)]
+    before, after = [], []
+    for k, path in enumerate(keep):
+        stage, q = f"{staging}/.keep{k}", shlex.quote(str(path))
+        before += [f"mkdir {stage}", f"mount --bind {q} {stage}"]
+        after += [f"mkdir -p {q}", f"mount --move {stage} {q}", f"rmdir {stage}"]
+    return before, after
+
+
 def _expose_script() -> list[str]:
     """Shell lines that make the interpreter's prefixes reachable by an unprivileged uid."""
     needs: dict[Path, set[str]] = {}
-    for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(os.__file__)}:
-        hit = _blocked_ancestor(Path(p))
+    for p in _needed():
+        if _under_tmpfs(p):
+            continue                     # re-created by _keep_script with traversable parents
+        hit = _blocked_ancestor(p)
         if hit:
             needs.setdefault(hit[0], set()).add(hit[1])
     lines, k = [], 0
@@ -71,8 +103,16 @@ def namespace_argv(python: str, config: str) -> list[str] | None:
     if unshare is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
         return None
     script = ["set -e"]
-    for mnt, size in TMPFS:
+    # /dev/shm first: it is the staging area for what must survive the other tmpfs mounts
+    mounts = sorted(TMPFS, key=lambda m: m[0] != STAGING)
+    before, after = _keep_script(_needed(), STAGING)
+    if before and not os.path.isdir(STAGING):
+        return None
+    for mnt, size in mounts:
         script.append(f"if [ -d {mnt} ]; then mount -t tmpfs -o size={size},mode=1777 tmpfs {mnt}; fi")
+        if mnt == STAGING:
+            script += before
+    script += after
     script += _expose_script()
     script.append("exec " + " ".join(shlex.quote(a) for a in (python, "-I", str(WORKER), config)))
     return [unshare, "--mount", "--net", "--pid", "--fork", "--mount-proc", "--propagation", "private",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,8 @@ from compass.bench import gym_code
 from stages.gym import sandbox
 from stages.gym.rows import score_row
 from stages.gym.sandbox import Job, Limits, SandboxPool
+
+REPO = Path(__file__).resolve().parents[2]
 
 MBPP = Path(__file__).resolve().parents[3] / "shared" / "data" / "mbpp"
 INC = "def f(x):\n    return x + 1\n"
@@ -155,6 +159,22 @@ def test_namespaced_workers_have_every_wall():
         res = p.run("import os", ["assert os.getuid() != 0", "assert os.getpid() != 1 and os.getppid() == 1",
                                   "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'TMPDIR']"])
         assert res.verdicts == [True, True, True]
+
+
+def test_an_interpreter_under_tmp_survives_the_private_tmp(tmp_path):
+    # CI clones (and many venvs) live under /tmp, which the workers' private tmpfs would hide
+    with SandboxPool(concurrency=1) as p:
+        if not p.isolation()["pid_ns"]:
+            pytest.skip("unshare not available here")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    code = ("from stages.gym.sandbox import SandboxPool\n"
+            "with SandboxPool(concurrency=1) as p:\n"
+            "    r = p.run('import sys', [%r])\n"
+            "    print(p.isolation()['pid_ns'], r.verdicts)\n" % f"assert sys.prefix == {str(venv)!r}")
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
+    assert out.stdout.split() == ["True", "[True]"], out.stderr[-2000:]
 
 
 # -- rows -------------------------------------------------------------------------------
