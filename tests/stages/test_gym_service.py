@@ -137,3 +137,25 @@ def test_cli_usage_errors(tmp_path):
     p = _cli("genrm", str(src), str(tmp_path / "o.jsonl"))
     assert p.returncode == 2 and "--judge" in p.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_cli_genrm_judges_with_a_checkpoint(tmp_path):
+    from stages.common.model_config import ModelConfig
+    from stages.common.model_factory import build_model, save_checkpoint
+    tok = build_tokenizer(["<answer>A</answer> <answer>B</answer> <answer>TIE</answer> Judge which"] * 20)
+    model = build_model(ModelConfig(hidden_size=32, num_layers=1, head_dim=32, intermediate_size=64,
+                                    expert_size=32), tok, seed=0)
+    save_checkpoint(model, tok, tmp_path / "judge")
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join([json.dumps({"id": 1, "prompt": "2+2?", "response": "4", "reference": "4"}),
+                              json.dumps({"id": 2, "prompt": "2+2?", "response": "5"}),          # no reference
+                              "{oops"]) + "\n")
+    p = _cli("genrm", str(src), str(out), "--judge", str(tmp_path / "judge"), "--max-new-tokens", "6")
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r.get("id") for r in rows] == [1, 2, None]
+    assert rows[0]["verdict"] in ("A", "B", "TIE", None) and rows[0]["score"] in (0.0, 1.0)
+    assert rows[0]["malformed"] == (rows[0]["verdict"] is None)
+    assert "reference" in rows[1]["error"] and rows[1]["score"] == 0.0
+    assert "malformed JSON" in rows[2]["error"]
+    assert '"asked": 1' in p.stderr
