@@ -218,13 +218,42 @@ def _default_score() -> ScoreFn:
     return score
 
 
+def _score_groups(batch_prompts, groups, score_fn: ScoreFn, service) -> tuple[torch.Tensor, int]:
+    """Rewards [G, N] of every sample, and how many the reward service answered with a failure (scored 0).
+
+    With a service, every sample is submitted before any result is awaited, so the workers score in parallel.
+    """
+    if service is None:
+        values = [[float(score_fn(p.verifier, c["text"], p.reference)) for c in group]
+                  for p, group in zip(batch_prompts, groups)]
+        return torch.tensor(values, dtype=torch.float32), 0
+    futures = [[service.submit_spec(p.verifier, c["text"], p.reference) for c in group]
+               for p, group in zip(batch_prompts, groups)]
+    results = [[f.result() for f in row] for row in futures]
+    failures = sum(r.kind != "ok" for row in results for r in row)
+    return torch.tensor([[r.score for r in row] for row in results], dtype=torch.float32), failures
+
+
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
           log: logging.Logger | None = None, desc: str = "rl") -> RLResult:
     """Run ``cfg.steps`` GRPO steps on ``model`` in place; return metrics, rollouts and prompt stats.
 
     ``score_fn(verifier_json, response, reference) -> float`` defaults to
-    ``stages.gym.provisional.score``.
+    ``stages.gym.provisional.score``; with ``cfg.reward_workers`` > 0 (and no
+    ``score_fn``) samples go to the gym's reward service instead.
     """
+    service = None
+    if score_fn is None and cfg.reward_workers > 0:
+        from stages.gym.service import RewardService
+        service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
+    try:
+        return _train(model, tok, prompts, cfg, score_fn, service, log, desc)
+    finally:
+        if service is not None:
+            service.close()
+
+
+def _train(model, tok, prompts, cfg: RLConfig, score_fn, service, log, desc) -> RLResult:
     log = log or logging.getLogger("compass.rl")
     score_fn = score_fn or _default_score()
     get_advantage(cfg.advantage), get_policy_loss(cfg.policy_loss)      # fail fast on unknown names
@@ -244,8 +273,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
                         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                         seed=cfg.seed * 1_000_003 + step)
         t1 = time.perf_counter()
-        rewards = torch.tensor([[float(score_fn(p.verifier, c["text"], p.reference)) for c in group]
-                                for p, group in zip(batch_prompts, groups)], dtype=torch.float32)
+        rewards, reward_failures = _score_groups(batch_prompts, groups, score_fn, service)
         t2 = time.perf_counter()
         adv = compute_advantages(rewards, cfg)                             # [G, N]
         prefixes, completions = [], []
@@ -271,7 +299,8 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
                                  "truncated": truncated[gi * len(group) + si]})
         row = {
             "step": step, "groups": gs["groups"], "samples": int(rewards.numel()),
-            "reward_mean": float(rewards.mean()), "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
+            "reward_mean": float(rewards.mean()), "reward_failures": reward_failures,
+            "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
             "pass_rate": float((rewards > cfg.pass_threshold).float().mean()),
             "zero_variance_rate": gs["zero_variance"] / gs["groups"],
             "zero_variance_all_pass": gs["all_pass"], "zero_variance_all_fail": gs["all_fail"],

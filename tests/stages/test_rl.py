@@ -12,6 +12,7 @@ from artifacts_schema import conform
 from stages.common.config import ConfigError, validate
 from stages.common.lm import chat_prefix
 from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
+from stages.gym.provisional import score
 from stages.rl import advantages as adv_mod
 from stages.rl.advantages import ADVANTAGES, grpo, register_advantage
 from stages.rl.config import RLConfig
@@ -282,3 +283,25 @@ def test_train_survives_all_zero_rewards(tiny, monkeypatch):
     assert m["updated"] == 0.0 and m["zero_variance_all_fail"] == 3 and m["adv_abs_mean"] == 0.0
     assert math.isfinite(m["loss"]) and math.isfinite(m["entropy"])
     assert all(torch.equal(p0[k], v) for k, v in model.named_parameters())
+
+
+def test_rewards_through_the_reward_service_equal_inline_scoring(tiny, monkeypatch):
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    _, tok = tiny
+    words = json.dumps({"type": "ifeval", "instruction_id_list": ["length_constraints:number_words"],
+                        "kwargs": [{"num_words": 4, "relation": "less than"}]})       # some samples pass
+    prompts = [RLPrompt(f"p{i}", f"{i}+1=?", str(i + 1), json.dumps({"type": "math_exact"}), "math", "arith")
+               for i in range(2)] + [RLPrompt("w", "Say hi.", "", words, "instruction", "ifeval"),
+                                     RLPrompt("bad", "?", "1", json.dumps({"type": "no-such"}), "math", "arith")]
+    runs = {}
+    for workers in (0, 2):
+        model = build_model(ModelConfig(), tok, seed=4)
+        cfg = RLConfig(steps=1, prompts_per_step=4, group_size=2, max_new_tokens=6, reward_workers=workers)
+        score_fn = None if workers else (lambda v, r, ref: 0.0 if "no-such" in v else score(v, r, ref))
+        runs[workers] = train(model, tok, prompts, cfg, score_fn=score_fn)
+    inline, served = runs[0], runs[2]
+    assert [r["reward"] for r in served.rollouts] == [r["reward"] for r in inline.rollouts]
+    assert any(r["reward"] > 0 for r in served.rollouts)
+    assert [r["response"] for r in served.rollouts] == [r["response"] for r in inline.rollouts]
+    assert served.metrics[0]["reward_failures"] == 2          # the unknown spec's group: scored 0, counted
+    assert inline.metrics[0]["reward_failures"] == 0
