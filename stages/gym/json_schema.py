@@ -22,6 +22,7 @@ nothing parses to an object, rescaled to ``score_range`` (default [0, 1]).
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -159,13 +160,22 @@ def rescale(score: float, score_range) -> float:
     if score_range is None:
         return score
     if (not isinstance(score_range, (list, tuple)) or len(score_range) != 2
-            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in score_range)):
-        raise RowError("score_range must be [lo, hi] numbers")
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                       for x in score_range)):
+        raise RowError("score_range must be [lo, hi] finite numbers")
     lo, hi = score_range
     return lo + (hi - lo) * score
 
 
-@register_scorer("json", defaults={"valid": False, "fields": {}})
+def _range_floor(row: dict) -> float:
+    """The score of an unscorable row: the bottom of its score_range (0 without one or with a bad one)."""
+    try:
+        return rescale(0.0, row.get("score_range"))
+    except RowError:
+        return 0.0
+
+
+@register_scorer("json", defaults={"valid": False, "fields": {}}, error_score=_range_floor)
 def _score_row(row: dict) -> dict:
     response = response_of(row)
     schema = require(row, "schema", dict)

@@ -5,8 +5,9 @@ Each verifier registers ``fn(row) -> dict`` under its public name (``math``,
 ``@register_scorer(name, defaults={...})``. ``fn`` reads the input fields it
 documents and returns the fields it adds, always including ``score``. It
 raises ``RowError("short reason")`` for a row it cannot score; ``score_row``
-then adds ``error`` and the verifier's ``defaults`` with ``score`` 0, so one
-bad row never stops a file or the reward service.
+then adds ``error``, the verifier's ``defaults`` and its ``error_score`` (its
+minimum: 0 for most, -3 for tool), so one bad row never stops a file or the
+reward service and failing to be scored never pays more than a wrong answer.
 """
 from __future__ import annotations
 
@@ -37,16 +38,27 @@ class RowError(ValueError):
 class Scorer:
     name: str
     fn: Callable[[dict], dict]
-    defaults: dict = field(default_factory=dict)   # fields of an unscorable row (besides score 0)
+    defaults: dict = field(default_factory=dict)   # fields of an unscorable row (besides its score)
+    # the score of a row that cannot be scored: the verifier's minimum, so that failing to be scored
+    # never pays more than a wrong answer (a number, or a function of the row, e.g. its score_range)
+    error_score: float | Callable[[dict], float] = 0.0
+
+    def score_on_error(self, row) -> float:
+        if callable(self.error_score):
+            try:
+                return float(self.error_score(row))
+            except Exception:
+                return 0.0
+        return float(self.error_score)
 
 
 SCORERS: Registry = Registry("gym verifier", modules=SCORER_MODULES)
 
 
-def register_scorer(name: str, defaults: dict | None = None):
+def register_scorer(name: str, defaults: dict | None = None, error_score: float | Callable[[dict], float] = 0.0):
     """Decorator: ``fn(row) -> added fields`` scores rows for ``compass gym score NAME``."""
     def deco(fn):
-        SCORERS.register(name)(Scorer(name, fn, dict(defaults or {})))
+        SCORERS.register(name)(Scorer(name, fn, dict(defaults or {}), error_score))
         return fn
     return deco
 
@@ -75,26 +87,39 @@ def response_of(row: dict) -> str:
     return text
 
 
-def score_row(name: str, row: dict) -> dict:
-    """``row`` plus the fields verifier ``name`` adds; an unscorable row gets ``error`` and score 0.
+def score_fields(name: str, row) -> dict:
+    """The fields verifier ``name`` adds to ``row``: its own fields and ``score``, plus ``error`` (None when
+    scored). An unscorable row gets the verifier's defaults, its error score and the reason.
 
     An unknown ``name`` raises ValueError (a usage error, not a row error).
     """
     scorer = get_scorer(name)
-    out = dict(row)
     try:
         if not isinstance(row, dict):
             raise RowError(f"row must be a JSON object, got {type(row).__name__}")
         added = scorer.fn(row)
         if "score" not in added:
             raise RowError("verifier returned no score")
-        out.update(added)
-        out["score"] = float(added["score"])
-        out.pop("error", None)
+        return {**added, "score": float(added["score"]), "error": None}
     except RowError as e:
-        out.update(scorer.defaults)
-        out.update(score=0.0, error=str(e) or "unscorable row")
+        reason = str(e) or "unscorable row"
     except Exception as e:   # a verifier bug on odd input must not stop a file or the service
-        out.update(scorer.defaults)
-        out.update(score=0.0, error=f"internal: {type(e).__name__}: {str(e)[:200]}")
+        reason = f"internal: {type(e).__name__}: {str(e)[:200]}"
+    return {**scorer.defaults, "score": scorer.score_on_error(row if isinstance(row, dict) else {}),
+            "error": reason}
+
+
+def merge_fields(row: dict, fields: dict) -> dict:
+    """``row`` with ``fields`` written over it (a stale ``correct`` or ``error`` from an earlier run is
+    replaced); ``error`` appears only when there is one."""
+    out = {**row, **fields}
+    if out.get("error") is None:
+        out.pop("error", None)
     return out
+
+
+def score_row(name: str, row: dict) -> dict:
+    """``row`` plus the fields verifier ``name`` adds (see ``score_fields``); a non-object row becomes
+    ``{"error": ..., "score": ...}``."""
+    fields = score_fields(name, row)
+    return merge_fields(row if isinstance(row, dict) else {}, fields)

@@ -10,15 +10,19 @@
 
 R_max = r_name + the largest r_param + r_value over one-to-one matchings of
 predicted to gold calls, found with ``scipy.optimize.linear_sum_assignment``.
-Read literally, as here: r_name is a set term over the whole turn (not per
-pair), so a pair's weight is its key Jaccard plus its exact value matches,
-whatever the two names; unmatched predicted calls cost only through r_name.
+A predicted call can only be matched to a gold call of the same tool (as in
+ToolRL's reference code): otherwise calling the wrong tool, even a
+destructive one, with the right arguments would earn key and value credit.
+r_name stays the set term of eq. (6) over the whole turn; unmatched
+predicted calls cost only through it.
 
 Format (eq. 5): ``<think>…</think>`` comes first, then either a (possibly
 empty) run of ``<tool_call>{"name": str, "arguments": {...}}</tool_call>``
 blocks with only whitespace between them, or a text answer with no tool-call
-markup. Correctness reads the calls whose blocks parse, even when the format
-check fails, so the two terms stay independent (as in ToolRL).
+markup. Correctness reads the calls whose blocks parse in the final answer
+(``provisional.final_answer``: after ``</think>``; nothing when a thought was
+never closed), even when the format check fails, so the two terms stay
+independent (as in ToolRL).
 
 Conventions for the empty cases the paper leaves open: no gold and no
 predicted calls → r_name = 1 (R_correct = 3); two calls that both take no
@@ -33,12 +37,11 @@ import re
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from stages.gym.provisional import final_answer
+from stages.gym.provisional import THINK_CLOSE, THINK_OPEN, final_answer
 from stages.gym.registry import register_verifier
 from stages.gym.rows import RowError, register_scorer, require, response_of
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _BLOCK = re.compile(re.escape(CALL_OPEN) + r"(.*?)" + re.escape(CALL_CLOSE), re.S)
 R_CORRECT_MIN, R_CORRECT_MAX = -3.0, 3.0
 
@@ -66,9 +69,8 @@ def _parse_block(body: str) -> dict | None:
 
 
 def predicted_calls(response: str) -> list[dict]:
-    """Every call in the response's answer part whose block parses (malformed blocks are skipped)."""
-    answer = response.rsplit(THINK_CLOSE, 1)[1] if THINK_CLOSE in response else response
-    calls = (_parse_block(body) for body in _BLOCK.findall(answer))
+    """Every call in the response's final answer whose block parses (malformed blocks are skipped)."""
+    calls = (_parse_block(body) for body in _BLOCK.findall(final_answer(response)))
     return [c for c in calls if c is not None]
 
 
@@ -132,10 +134,11 @@ def correctness(pred: list[dict], gold: list[dict]) -> dict:
     pairs: list[tuple[int, int]] = []
     r_param = r_value = 0.0
     if gold and pred:
-        keys = np.array([[key_jaccard(g, p) for p in pred] for g in gold])         # [n, m]
-        values = np.array([[value_matches(g, p) for p in pred] for g in gold], dtype=np.float64)
+        same = np.array([[g["name"] == p["name"] for p in pred] for g in gold])    # [n, m]: pairs allowed
+        keys = np.array([[key_jaccard(g, p) for p in pred] for g in gold]) * same
+        values = np.array([[value_matches(g, p) for p in pred] for g in gold], dtype=np.float64) * same
         rows, cols = linear_sum_assignment(keys + values, maximize=True)
-        pairs = [(int(j), int(i)) for j, i in zip(rows, cols)]
+        pairs = [(int(j), int(i)) for j, i in zip(rows, cols) if same[j, i]]
         r_param = float(keys[rows, cols].sum())                                   # (7)
         r_value = float(values[rows, cols].sum())                                 # (8)
     r_max = r_name + r_param + r_value
@@ -170,7 +173,7 @@ def gold_calls(value) -> list[dict]:
     return calls
 
 
-@register_scorer("tool", defaults={"format": 0, "correct": R_CORRECT_MIN})
+@register_scorer("tool", defaults={"format": 0, "correct": R_CORRECT_MIN}, error_score=R_CORRECT_MIN)
 def _score_row(row: dict) -> dict:
     gold = gold_calls(require(row, "gold_calls"))
     return tool_reward(response_of(row), gold)

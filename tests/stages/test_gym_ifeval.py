@@ -265,3 +265,12 @@ def test_bench_smoke(capsys):
 def test_bench_without_data_fails_clearly(tmp_path, capsys):
     assert bench.main(["--data", str(tmp_path)]) == 2
     assert "IFEval data not found" in capsys.readouterr().err
+
+
+def test_row_scorer_judges_the_answer_not_the_thought():
+    from stages.gym.rows import score_row
+    row = {"response": "<think>Hmm, let me think, ok</think>Here is my answer without any commas.",
+           "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    assert score_row("ifeval", row)["score"] == 1.0
+    # an unfinished thought has no answer: it follows nothing, as in the spec verifier
+    assert score_row("ifeval", {**row, "response": "<think>no commas yet"})["follow_instruction_list"] == [False]

@@ -87,6 +87,13 @@ def test_row_contract_errors(row, needle):
     assert out["score"] == 0.0 and needle in out["error"] and out["valid"] is False
 
 
+def test_an_unscorable_row_scores_the_bottom_of_its_range():
+    out = score_row("json", {"schema": SCHEMA, "score_range": [-1, 1]})            # no response
+    assert out["score"] == -1.0 and "response" in out["error"]
+    assert "finite" in score_row("json", {"response": "{}", "schema": SCHEMA,
+                                          "score_range": [float("nan"), 1]})["error"]
+
+
 def test_hostile_json_input_is_scored_not_crashed():
     deep = "[" * 100_000 + "]" * 100_000
     assert score_row("json", {"response": deep, "schema": SCHEMA})["score"] == 0.0

@@ -71,11 +71,16 @@ def test_assignment_maximises_the_total_where_greedy_does_not():
     assert r["R_correct"] == pytest.approx(6 * (1 + 2 + 3) / (1 + 2 + 6) - 3)      # 1.0
 
 
-def test_name_enters_only_through_the_set_term():
-    # eq. (7)-(8) pair calls by their arguments; a wrong name costs r_name only
-    r = correctness([{"name": "g", "arguments": {"a": 1}}], [{"name": "f", "arguments": {"a": 1}}])
-    assert (r["r_name"], r["R_max"], r["S_max"]) == (0, 2, 3)
-    assert r["R_correct"] == pytest.approx(1.0)
+def test_only_calls_of_the_same_tool_are_matched():
+    # the right arguments under the wrong (here destructive) tool earn nothing beyond eq. (6)
+    r = correctness([{"name": "delete_account", "arguments": {"user_id": 7}}],
+                    [{"name": "get_user", "arguments": {"user_id": 7}}])
+    assert (r["r_name"], r["r_param"], r["r_value"], r["matching"]) == (0, 0, 0, [])
+    assert r["R_correct"] == -3.0
+    # with one right and one wrong tool, only the right one is paired
+    r = correctness([GW, {"name": "convert_money", "arguments": CC["arguments"]}], GOLD)
+    assert r["matching"] == [(0, 0)] and r["r_name"] == pytest.approx(1 / 3)
+    assert r["R_correct"] == pytest.approx(6 * (1 / 3 + 1 + 1) / 7 - 3)
 
 
 def test_empty_turns():
@@ -110,6 +115,11 @@ def test_format_check(response, ok):
     assert format_ok(response) is ok
 
 
+def test_calls_inside_an_unfinished_thought_earn_nothing():
+    r = tool_reward(f"<think>I will call {W}{C}", GOLD)
+    assert (r["format"], r["correct"]) == (0, -3.0)
+
+
 def test_correctness_reads_parseable_calls_even_when_the_format_fails():
     resp = f"{W}<tool_call>{{oops}}</tool_call>{C}"
     assert [c["name"] for c in predicted_calls(resp)] == ["get_weather", "convert_currency"]
@@ -128,7 +138,7 @@ def test_row_contract():
     assert (out["format"], out["correct"], out["score"], out["id"]) == (1, 3.0, 4.0, 7)
     assert "error" not in out
     bad = score_row("tool", {"response": W, "gold_calls": [{"arguments": {}}]})
-    assert bad["score"] == 0.0 and "gold_calls[0]" in bad["error"] and bad["correct"] == -3.0
+    assert bad["score"] == -3.0 and "gold_calls[0]" in bad["error"] and bad["correct"] == -3.0  # never above wrong
     assert "gold_calls" in score_row("tool", {"response": W})["error"]
     assert "response" in score_row("tool", {"gold_calls": GOLD})["error"]
     assert score_row("tool", {"response": W, "gold_calls": json.dumps(GOLD)})["correct"] == pytest.approx(-6 / 7)
