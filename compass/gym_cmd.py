@@ -16,6 +16,8 @@ import os
 import sys
 from collections import Counter
 
+MAX_JUDGED_CHARS = 100_000      # longer prompts or answers are row errors, not a judge that runs out of memory
+
 
 def add_gym_parser(sub) -> argparse.ArgumentParser:
     g = sub.add_parser("gym", help="Compass-Gym verifiers: score a JSONL file",
@@ -29,9 +31,10 @@ def add_gym_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("input", metavar="IN.jsonl")
     s.add_argument("output", metavar="OUT.jsonl")
     s.add_argument("--workers", type=int, default=None,
-                   help="scoring processes (default: CPU cores; 1 scores in this process)")
+                   help="scoring processes (default: CPU cores; 1 without --timeout scores in this process)")
     s.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds a row may take before it is scored 0 with error 'timeout' (default 30)")
+                   help="seconds a row may take before it gets error 'timeout' and the verifier's error score "
+                        "(default 30 with workers)")
     s.add_argument("--judge", metavar="CKPT", help="genrm: the GenRM checkpoint directory that judges")
     s.add_argument("--swap-check", action="store_true", help="genrm: ask twice with positions swapped")
     s.add_argument("--max-new-tokens", type=int, default=256, help="genrm: judge generation budget")
@@ -66,10 +69,10 @@ def _bad_line(n: int, error: str) -> dict:
 
 def _score_rows(verifier: str, items: list, workers: int | None, timeout: float | None) -> list[dict]:
     from stages.common.progress import progress
-    from stages.gym.rows import score_row
+    from stages.gym.rows import merge_fields, score_row
     todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
     out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
-    if workers == 1:
+    if workers == 1 and timeout is None:     # in this process: no deadline to enforce
         for i, row in progress(todo, desc=f"gym {verifier}", unit="row"):
             out[i] = score_row(verifier, row)
         return out
@@ -78,10 +81,7 @@ def _score_rows(verifier: str, items: list, workers: int | None, timeout: float 
         futures = [(i, row, svc.submit(verifier, row)) for i, row in todo]
         for i, row, fut in progress(futures, desc=f"gym {verifier}", unit="row"):
             res = fut.result()
-            done = {**row, **res.fields, "score": res.score}
-            if res.error:
-                done["error"] = res.error
-            out[i] = done
+            out[i] = merge_fields(row, {**res.fields, "score": res.score, "error": res.error})
     return out
 
 
@@ -95,7 +95,10 @@ def _judge_rows(args, items: list) -> list[dict]:
             out[i] = _bad_line(n, err)
             continue
         try:
-            ready.append((i, row, [require(row, k, str) for k in ("prompt", "response", "reference")]))
+            fields = [require(row, k, str) for k in ("prompt", "response", "reference")]
+            if max(map(len, fields)) > MAX_JUDGED_CHARS:
+                raise RowError(f"a field is too long to judge (> {MAX_JUDGED_CHARS} chars)")
+            ready.append((i, row, fields))
         except RowError as e:
             out[i] = {**row, "verdict": None, "malformed": False, "score": 0.0, "error": str(e)}
     judge = GenRMJudge.from_checkpoint(args.judge, max_new_tokens=args.max_new_tokens, swap_check=args.swap_check)
@@ -106,6 +109,16 @@ def _judge_rows(args, items: list) -> list[dict]:
             out[i]["consistent"] = j.consistent
     print(f"judge: {json.dumps(judge.counters())}", file=sys.stderr)
     return out
+
+
+def _dumps(row: dict) -> str:
+    """One JSONL line: text as is, unless it holds lone surrogates (not UTF-8), then \\u escapes."""
+    text = json.dumps(row, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(row, ensure_ascii=True)
+    return text
 
 
 def _reason(error: str) -> str:
@@ -127,6 +140,10 @@ def run_gym(args) -> int:
     if not os.path.isfile(args.input):
         print(f"error: no such input file: {args.input}", file=sys.stderr)
         return 2
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
+        print(f"error: cannot write the output file in {out_dir}", file=sys.stderr)
+        return 2
     if args.workers is not None and args.workers < 1:
         print("error: --workers must be >= 1", file=sys.stderr)
         return 2
@@ -137,7 +154,7 @@ def run_gym(args) -> int:
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(_dumps(row) + "\n")
         os.replace(tmp, args.output)
     finally:
         if os.path.exists(tmp):

@@ -6,7 +6,8 @@ prompt (``stages.genrm.verdict.judge_prompt``). The last
 ``<answer>A|B|TIE</answer>`` of the judge's text is the verdict:
 
     A (policy better) or TIE → reward 1;  B (reference better) → 0;
-    no well-formed verdict    → reward 0, counted as ``malformed``.
+    no well-formed verdict    → reward 0, counted as ``malformed``
+    (so is a pair too long for the judge's context, which is not generated).
 
 With ``swap_check`` the judge is asked a second time with the positions
 swapped; the reward is 1 only when both orders say better-or-equal, and
@@ -48,16 +49,25 @@ class GenRMJudge:
     def from_checkpoint(cls, path: str, *, max_new_tokens: int = 256, batch_size: int = 16,
                         swap_check: bool = False) -> "GenRMJudge":
         """A judge backed by a local GenRM checkpoint on the ``hf`` rollout backend (greedy)."""
-        from stages.common.lm import sample
+        from stages.common.lm import chat_prefix, sample
         from stages.common.model_factory import load_checkpoint
         model, tok = load_checkpoint(path)
+        context = getattr(model.config, "max_position_embeddings", None)
+
+        def fits(prompt: str) -> bool:
+            n = len(tok(chat_prefix(tok, prompt), add_special_tokens=False)["input_ids"])
+            return context is None or n + max_new_tokens <= context
 
         def generate(prompts: list[str]) -> list[str]:
-            texts: list[str] = []
-            for i in range(0, len(prompts), batch_size):
-                outs = sample(model, tok, prompts[i:i + batch_size], n=1, max_new_tokens=max_new_tokens,
+            # a pair too long for the judge's context gets no verdict (scored 0, counted as malformed)
+            texts = [""] * len(prompts)
+            todo = [i for i, p in enumerate(prompts) if fits(p)]
+            for k in range(0, len(todo), batch_size):
+                chunk = todo[k:k + batch_size]
+                outs = sample(model, tok, [prompts[i] for i in chunk], n=1, max_new_tokens=max_new_tokens,
                               temperature=0.0)
-                texts.extend(o[0]["text"] for o in outs)
+                for i, o in zip(chunk, outs):
+                    texts[i] = o[0]["text"]
             return texts
         return cls(generate, swap_check=swap_check)
 

@@ -66,3 +66,14 @@ def test_a_real_checkpoint_judges_through_the_rollout_engine(tmp_path):
     assert all(j.reward == reward_for(j.verdict) for j in out)
     assert judge.counters()["asked"] == 3
     assert judge.counters()["malformed"] == sum(j.verdict is None for j in out)
+
+
+def test_a_pair_too_long_for_the_judge_is_malformed_not_a_crash(tmp_path):
+    tok = build_tokenizer(["<answer>A</answer> <answer>B</answer> Judge which"] * 20)
+    model = build_model(ModelConfig(hidden_size=32, num_layers=1, head_dim=32, intermediate_size=64,
+                                    expert_size=32, max_positions=128), tok, seed=0)
+    save_checkpoint(model, tok, tmp_path / "judge")
+    judge = GenRMJudge.from_checkpoint(str(tmp_path / "judge"), max_new_tokens=8)
+    out = judge.judge(["q", "q"], ["4", "word " * 5000], ["4", "4"])
+    assert out[1].malformed and out[1].reward == 0.0
+    assert judge.counters()["asked"] == 2

@@ -47,7 +47,8 @@ def test_scores_in_order_with_fields_and_counts_metrics(service):
 ])
 def test_bad_input_is_a_scored_failure(service, verifier, row, needle):
     res = service.submit(verifier, row).result(60)
-    assert (res.kind, res.score) == ("error", 0.0) and needle in res.error
+    # the verifier's error score: its minimum (tool: -3), never above a wrong answer
+    assert (res.kind, res.score) == ("error", -3.0 if verifier == "tool" else 0.0) and needle in res.error
     assert service.submit("tool", TOOL_ROW).result(30).score == 4.0       # and the service goes on
 
 
@@ -86,12 +87,13 @@ def test_token_ids_are_detokenized_in_workers_and_shaped(tmp_path):
     tok = build_tokenizer(["<think>x</think> the answer is 42 and more words here"] * 50)
     tok.save_pretrained(tmp_path)
     text = "<think>6*7</think>42"
-    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-    shaping = ShapingConfig(overlong=OverlongConfig(max_len=len(ids) + 2, cache_len=4))
+    content = tok(text, add_special_tokens=False)["input_ids"]
+    ids = content + [tok.eos_token_id] + [tok.pad_token_id] * 30      # eos and padding: not response length
+    shaping = ShapingConfig(overlong=OverlongConfig(max_len=len(content) + 2, cache_len=4))
     with RewardService(1, tokenizer_dir=str(tmp_path), shaping=shaping) as svc:
         res = svc.submit_spec('{"type": "math_exact"}', None, "42", token_ids=ids).result(60)
     assert res.kind == "ok"
-    # len(ids) = max_len - 2 lies 2 tokens into the 4-token soft zone: penalty -0.5
+    # the content is max_len - 2 tokens: 2 tokens into the 4-token soft zone, penalty -0.5
     assert res.fields["shaping_verifier"] == 1.0 and res.fields["shaping_overlong"] == pytest.approx(-0.5)
     assert res.score == pytest.approx(0.5)
 
@@ -123,7 +125,7 @@ def test_cli_keeps_rows_in_order_and_survives_bad_lines(tmp_path):
         assert rows[2]["line"] == 3 and "malformed JSON" in rows[2]["error"]
         assert rows[3]["correct"] == -3.0 and rows[3]["format"] == 0
         assert rows[4]["line"] == 6 and "object" in rows[4]["error"]
-        assert "gold_calls" in rows[5]["error"] and rows[5]["score"] == 0.0
+        assert "gold_calls" in rows[5]["error"] and rows[5]["score"] == -3.0 and rows[5]["correct"] == -3.0
         assert "scored 6 rows" in p.stderr
 
 
@@ -159,3 +161,80 @@ def test_cli_genrm_judges_with_a_checkpoint(tmp_path):
     assert "reference" in rows[1]["error"] and rows[1]["score"] == 0.0
     assert "malformed JSON" in rows[2]["error"]
     assert '"asked": 1' in p.stderr
+
+
+# -- faults found in review ---------------------------------------------------------------------
+SLEEP = "import time\ntime.sleep({s})\ndef f(): return 1"
+
+
+def _code(seconds: float, timeout_s: float = 30) -> dict:
+    return {"response": SLEEP.format(s=seconds), "tests": ["assert f() == 1"], "timeout_s": timeout_s}
+
+
+def _orphan_sandbox_workers() -> int:
+    import psutil
+    n = 0
+    for p in psutil.process_iter(["cmdline", "ppid"]):
+        try:
+            if p.info["ppid"] == 1 and any("sandbox_worker" in a for a in p.info["cmdline"] or []):
+                n += 1
+        except psutil.Error:
+            pass
+    return n
+
+
+def test_a_cancelled_future_is_skipped_and_the_service_goes_on():
+    with RewardService(1) as svc:
+        futs = [svc.submit("code", _code(0.3)) for _ in range(3)]
+        assert futs[2].cancel()                         # still queued: cancellable
+        assert futs[0].result(60).score == 1.0 and futs[1].result(60).score == 1.0
+        assert svc._thread.is_alive()
+        assert svc.submit("tool", TOOL_ROW).result(30).score == 4.0
+
+
+def test_work_is_spread_before_it_is_pipelined():
+    with RewardService(2) as svc:
+        [f.result(60) for f in [svc.submit("code", _code(0)) for _ in range(4)]]     # both workers warm
+        t0 = time.perf_counter()
+        [f.result(60) for f in [svc.submit("code", _code(1.0)) for _ in range(4)]]
+        assert time.perf_counter() - t0 < 3.5            # 2 per worker in parallel, not 4 on one
+
+
+def test_a_large_row_does_not_stall_the_service_behind_a_slow_task():
+    before = _orphan_sandbox_workers()
+    with RewardService(2, timeouts={"code": 2.0}) as svc:
+        [f.result(60) for f in [svc.submit("code", _code(0)) for _ in range(2)]]
+        t0 = time.perf_counter()
+        slow = svc.submit("code", _code(25))
+        big = svc.submit("math", {"response": "x " * 1_500_000 + "\\boxed{2}", "gold": "2"})
+        small = svc.submit("math", {"response": "\\boxed{3}", "gold": "3"})
+        assert small.result(30).score == 1.0 and time.perf_counter() - t0 < 10
+        assert big.result(30).kind == "ok"
+        res = slow.result(30)
+        assert res.kind == "timeout" and time.perf_counter() - t0 < 15
+    time.sleep(0.5)
+    assert _orphan_sandbox_workers() <= before          # the killed worker's sandbox went with it
+
+
+def test_cli_overwrites_stale_fields_and_writes_lone_surrogates(tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"response": "\\boxed{3}", "gold": "2", "correct": True, "error": "old",
+                               "note": "\ud800"}) + "\n")
+    for workers in ("1", "2"):
+        p = _cli("math", str(src), str(out), "--workers", workers)
+        assert p.returncode == 0, p.stderr
+        row = json.loads(out.read_text())
+        assert row["correct"] is False and row["score"] == 0.0 and "error" not in row
+        assert row["note"] == "\ud800"
+
+
+def test_cli_timeout_applies_with_one_worker_and_bad_output_dirs_are_refused(tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"response": _code(60)["response"], "tests": ["assert True"], "timeout_s": 120}) + "\n")
+    t0 = time.perf_counter()
+    p = _cli("code", str(src), str(out), "--workers", "1", "--timeout", "2")
+    assert p.returncode == 0, p.stderr
+    row = json.loads(out.read_text())
+    assert row["error"] == "timeout" and row["passed"] == 0 and time.perf_counter() - t0 < 30
+    p = _cli("code", str(src), str(tmp_path / "missing" / "out.jsonl"))
+    assert p.returncode == 2 and "cannot write" in p.stderr
