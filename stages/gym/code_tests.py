@@ -17,7 +17,8 @@ import re
 
 from stages.gym.provisional import final_answer
 from stages.gym.registry import register_verifier
-from stages.gym.sandbox import DEFAULT_TIMEOUT_S, run_tests
+from stages.gym.rows import RowError
+from stages.gym.sandbox import row_timeout, run_tests
 
 _PY_FENCE = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n(.*?)```", re.S | re.I)
 _ANY_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
@@ -40,10 +41,8 @@ def _code(spec: dict, response: str, reference: str) -> float:
     if not isinstance(tests, list) or not tests:
         return 0.0
     try:
-        timeout = float(spec.get("timeout_s", DEFAULT_TIMEOUT_S))
-    except (TypeError, ValueError):
-        return 0.0
-    if not 0 < timeout <= 300:
+        timeout = row_timeout(spec)            # the same rule as the row scorer's
+    except RowError:
         return 0.0
     result = run_tests(extract_program(response), [str(t) for t in tests], timeout,
                        bool(spec.get("early_stop", False)))

@@ -109,20 +109,24 @@ def _norm(s: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", s).casefold().split())
 
 
-def same_value(got, gold) -> bool:
-    """Field equality: lenient for text (case, width, spacing), exact typed JSON otherwise."""
-    if isinstance(gold, str):
-        return isinstance(got, str) and _norm(got) == _norm(gold)
+def same_value(got, gold, fold_text: bool = True) -> bool:
+    """Typed JSON equality (``3`` = ``3.0``; ``true`` ≠ ``1``; ``"1"`` ≠ ``1``), recursing into objects and
+    arrays; with ``fold_text`` strings also match across case, width and spacing."""
+    if isinstance(gold, str) or isinstance(got, str):
+        if not (isinstance(got, str) and isinstance(gold, str)):
+            return False
+        return _norm(got) == _norm(gold) if fold_text else got == gold
     if isinstance(gold, bool) or isinstance(got, bool):
         return isinstance(got, bool) and isinstance(gold, bool) and got == gold
     if isinstance(gold, (int, float)) and isinstance(got, (int, float)):
         return got == gold
     if isinstance(gold, dict):
-        return isinstance(got, dict) and got.keys() == gold.keys() and all(same_value(got[k], v)
-                                                                         for k, v in gold.items())
+        return isinstance(got, dict) and got.keys() == gold.keys() and all(
+            same_value(got[k], v, fold_text) for k, v in gold.items())
     if isinstance(gold, list):
-        return isinstance(got, list) and len(got) == len(gold) and all(map(same_value, got, gold))
-    return got == gold
+        return isinstance(got, list) and len(got) == len(gold) and all(
+            same_value(a, b, fold_text) for a, b in zip(got, gold))
+    return type(got) is type(gold) and got == gold
 
 
 def _checked_fields(schema: dict, gold) -> list[str]:

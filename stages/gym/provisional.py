@@ -44,7 +44,6 @@ def final_answer(response: str) -> str:
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?|[-+]?\.\d+"
 _NUM_RE = re.compile(_NUM)
 _NUM_FULL = re.compile(rf"\s*({_NUM})\s*")
-_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
 def _to_fraction(tok: str) -> Fraction | None:
@@ -69,10 +68,11 @@ def parse_number(text: str) -> Fraction | None:
     """
     if text is None:
         return None
+    from stages.gym.math_extract import last_boxed   # math_extract imports this module
     t = text.replace("\u2212", "-").strip()
-    boxed = _BOXED.findall(t)
-    if boxed:
-        t = boxed[-1].strip()
+    boxed = last_boxed(t)
+    if boxed is not None:
+        t = boxed.strip()
     t = t.strip("$ ").rstrip(".")
     m = _NUM_FULL.fullmatch(t)
     if m:

@@ -332,7 +332,8 @@ def _row_tests(row: dict) -> list[str]:
     return tests
 
 
-def _row_timeout(row: dict) -> float:
+def row_timeout(row: dict) -> float:
+    """``row['timeout_s']`` (default ``DEFAULT_TIMEOUT_S``); RowError unless a number in (0, MAX_TIMEOUT_S]."""
     value = row.get("timeout_s", DEFAULT_TIMEOUT_S)
     if value is None:
         return DEFAULT_TIMEOUT_S
@@ -349,7 +350,7 @@ def score_code_row(row: dict) -> dict:
 
     response = response_of(row)
     tests = _row_tests(row)
-    timeout = _row_timeout(row)
+    timeout = row_timeout(row)
     early_stop = bool(row.get("early_stop", False))
     res = run_tests(extract_program(response), tests, timeout, early_stop)
     return {"passed": res.passed, "total": len(tests), "score": res.passed / len(tests), "status": res.status}

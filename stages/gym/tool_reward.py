@@ -37,6 +37,7 @@ import re
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from stages.gym.json_schema import same_value
 from stages.gym.provisional import THINK_CLOSE, THINK_OPEN, final_answer
 from stages.gym.registry import register_verifier
 from stages.gym.rows import RowError, register_scorer, require, response_of
@@ -93,21 +94,6 @@ def format_ok(response: str) -> bool:
     return True
 
 
-def _same_value(a, b) -> bool:
-    """Exact JSON equality that keeps types apart (Python alone says ``True == 1``)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
-    return a == b
-
-
 def _jaccard(a: set, b: set) -> float:
     return 1.0 if not a and not b else len(a & b) / len(a | b)
 
@@ -120,7 +106,7 @@ def key_jaccard(gold: dict, pred: dict) -> float:
 def value_matches(gold: dict, pred: dict) -> int:
     """Eq. (8) for one pair: gold keys whose value the prediction repeats exactly."""
     g, p = gold["arguments"], pred["arguments"]
-    return sum(1 for k in g if k in p and _same_value(g[k], p[k]))
+    return sum(1 for k in g if k in p and same_value(p[k], g[k], fold_text=False))
 
 
 def correctness(pred: list[dict], gold: list[dict]) -> dict:
