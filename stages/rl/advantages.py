@@ -47,3 +47,18 @@ def grpo(rewards: torch.Tensor, *, eps: float = 1e-6) -> torch.Tensor:
     std = r.std(dim=1, keepdim=True, unbiased=True)
     adv = (r - mean) / (std + eps)
     return torch.where(zero_variance_groups(r).unsqueeze(1), torch.zeros_like(adv), adv)
+
+
+@register_advantage("dr_grpo")
+def dr_grpo(rewards: torch.Tensor, *, eps: float = 1e-6) -> torch.Tensor:
+    """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): ``A[g, i] = r[g, i] - mean_g``.
+
+    ``rewards``: ``[G, N]`` float; returns ``[G, N]``. No division by the group
+    std, which biases updates toward groups with tiny spread (too easy or too
+    hard prompts); zero-variance groups get exactly 0. ``eps`` is accepted for a
+    uniform signature and unused.
+    """
+    if rewards.dim() != 2 or rewards.size(1) < 2:
+        raise ValueError(f"dr_grpo: rewards must be [num_groups, group_size>=2], got shape {tuple(rewards.shape)}")
+    r = rewards if rewards.is_floating_point() else rewards.float()
+    return r - r.mean(dim=1, keepdim=True)

@@ -28,6 +28,9 @@ class RLConfig(StrictModel):
     clip_eps: float = Field(0.2, gt=0, lt=1, description="PPO clip range: ratio kept in [1-eps, 1+eps]")
     pass_threshold: float = Field(0.5, ge=0, lt=1,
                                   description="a sample passes when its reward is above this (binary rewards: ==1)")
+    espo_alpha: float = Field(2.0, gt=0, description="ESPO eq. (3): clip ε_τ = alpha · mean entropy of the group / "
+                                                     "log|V|")
+    espo_groups: int = Field(2, ge=1, description="ESPO: entropy groups per sequence (equal-count bins by entropy)")
     reward_workers: int = Field(0, ge=0, description="0: score in the trainer's process; N: stream samples to "
                                                      "the gym's reward service with N worker processes")
     reward_timeout_s: float = Field(30.0, gt=0, description="reward service: a sample scoring longer gets 0")

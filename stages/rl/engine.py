@@ -119,7 +119,9 @@ def policy_update(model, optimizer, batch: dict[str, torch.Tensor], advantages: 
         logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
         old_logp = logp.detach()
         loss, lm = _call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp, advantages, mask,
-                                        clip_eps=cfg.clip_eps)
+                                        clip_eps=cfg.clip_eps, entropy=entropy.detach(),
+                                        vocab_size=model.config.vocab_size, espo_alpha=cfg.espo_alpha,
+                                        espo_groups=cfg.espo_groups)
     grad_norm = 0.0
     if has_signal:
         optimizer.zero_grad(set_to_none=True)

@@ -14,6 +14,7 @@ signature; they may take extra keyword options (e.g. per-token entropy).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -67,4 +68,113 @@ def ppo_clip_token_mean(logp: torch.Tensor, old_logp: torch.Tensor, advantages: 
             "approx_kl": float(masked_mean(old_logp.detach() - logp, mask)),
             "ratio_mean": float(masked_mean(ratio, mask)),
         }
+    return loss, metrics
+
+
+def _check_shapes(name: str, logp, old_logp, advantages, mask, entropy=None) -> None:
+    shapes_ok = logp.shape == old_logp.shape == mask.shape and advantages.shape == logp.shape[:1]
+    if entropy is not None:
+        shapes_ok = shapes_ok and entropy.shape == logp.shape
+    if logp.dim() != 2 or not shapes_ok:
+        raise ValueError(f"{name}: logp, old_logp, mask{', entropy' if entropy is not None else ''} must be [B, T] "
+                         f"and advantages [B]; got logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
+                         f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)}")
+
+
+@register_policy_loss("gspo")
+def gspo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
+         clip_eps: float = 3e-4, clip_eps_high: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """GSPO (Zheng et al. 2025): one length-normalised importance ratio per sequence.
+
+    ``s_i = exp(mean_t(logp - old_logp))`` over completion tokens (shapes as in the
+    module doc); ``loss = -mean_i min(s_i A_i, clip(s_i, 1 - eps, 1 + eps_high) A_i)``.
+    GSPO's clip range is tiny (3e-4 / 4e-4 in the paper) because ``s_i`` is a
+    geometric mean. Metrics: ``clip_frac`` = share of sequences whose clip binds.
+    """
+    _check_shapes("gspo", logp, old_logp, advantages, mask)
+    hi = clip_eps if clip_eps_high is None else clip_eps_high
+    m = mask.to(logp.dtype)
+    n = m.sum(dim=1).clamp(min=1.0)                                          # [B]
+    s = torch.exp(((logp - old_logp.detach()) * m).sum(dim=1) / n)          # [B]
+    adv = advantages.to(logp.dtype)
+    per_seq = torch.minimum(s * adv, torch.clamp(s, 1.0 - clip_eps, 1.0 + hi) * adv)
+    has_tokens = (m.sum(dim=1) > 0).to(logp.dtype)
+    loss = -(per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
+    with torch.no_grad():
+        binds = ((adv > 0) & (s > 1.0 + hi)) | ((adv < 0) & (s < 1.0 - clip_eps))
+        metrics = {"clip_frac": float((binds.to(logp.dtype) * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)),
+                   "ratio_mean": float((s * has_tokens).sum() / has_tokens.sum().clamp(min=1.0))}
+    return loss, metrics
+
+
+def entropy_groups(entropy: torch.Tensor, mask: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """ESPO's token groups: within each sequence, completion tokens ranked by entropy and cut into
+    ``n_groups`` equal-count bins (0 = lowest entropy); ``-1`` off the mask.
+
+    ``entropy``, ``mask``: ``[B, T]`` -> ``[B, T]`` long. Ties keep token order
+    (stable sort), so grouping is deterministic. A sequence with fewer tokens
+    than groups has one token per group.
+    """
+    if n_groups < 1:
+        raise ValueError(f"n_groups must be >= 1, got {n_groups}")
+    valid = mask.bool()
+    key = torch.where(valid, entropy.detach().float(), torch.full_like(entropy, float("inf"), dtype=torch.float32))
+    order = torch.sort(key, dim=1, stable=True).indices                     # valid tokens first, by entropy
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(order.size(1), device=order.device).expand_as(order))
+    n_valid = valid.sum(dim=1, keepdim=True).clamp(min=1)
+    groups = (rank * n_groups) // n_valid                                   # [B, T] in 0..n_groups-1
+    return torch.where(valid, groups, torch.full_like(groups, -1))
+
+
+@register_policy_loss("espo")
+def espo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
+         entropy: torch.Tensor, vocab_size: int, espo_alpha: float = 2.0, espo_groups: int = 2,
+         clip_eps: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """ESPO, the seed paper's objective (§2.4.2) with eq. (1)-(3), for tensors shaped as in the module doc
+    plus ``entropy`` ``[B, T]`` (the policy's entropy at each token, detached) and ``vocab_size`` |V|.
+
+    Per sequence i, tokens are split into entropy groups τ (``entropy_groups``,
+    ``espo_groups`` bins). For a token t of group τ:
+
+    - eq. (2): ``s_τ = exp(mean_{t∈τ}(logp - old_logp))``, the length-normalised group ratio;
+    - eq. (1): ``s_τ^t = sg[s_τ] · π_θ(y_t) / sg[π_θ(y_t)]``: value ``s_τ``, gradient ``s_τ ∇logp_t``;
+    - eq. (3): ``ε_τ = α · mean_{t∈τ}(e_t) / log|V|``;
+    - objective: ``1/G Σ_i 1/|τ| Σ_τ 1/|y_τ| Σ_t min(s_τ^t A_i, clip(s_τ^t, 1-ε_τ, 1+ε_τ) A_i)``,
+      ``|τ|`` = the sequence's non-empty groups; ``loss`` is its negative.
+
+    ``clip_eps`` is ignored (ESPO's clip is per group). Metrics: ``clip_frac``
+    (token share whose clip binds), ``eps_mean`` (mean ε_τ over groups),
+    ``ratio_mean`` (mean s_τ over groups).
+    """
+    _check_shapes("espo", logp, old_logp, advantages, mask, entropy)
+    if vocab_size < 2:
+        raise ValueError(f"espo: vocab_size must be >= 2, got {vocab_size}")
+    B, T = logp.shape
+    groups = entropy_groups(entropy, mask, espo_groups)                      # [B, T]
+    onehot = (groups.unsqueeze(-1) == torch.arange(espo_groups, device=logp.device)).to(logp.dtype)  # [B, T, K]
+    n_tok = onehot.sum(dim=1)                                                # [B, K] tokens per group
+    present = n_tok > 0
+    denom = n_tok.clamp(min=1.0)
+    delta = (logp - old_logp.detach()).unsqueeze(-1)                         # [B, T, 1]
+    s_group = torch.exp((delta * onehot).sum(dim=1) / denom)                 # [B, K]  eq. (2)
+    eps_group = espo_alpha * (entropy.detach().float().unsqueeze(-1) * onehot).sum(dim=1) / denom \
+        / math.log(vocab_size)                                               # [B, K]  eq. (3)
+    g = groups.clamp(min=0)
+    s_tok_val = s_group.detach().gather(1, g)                                # [B, T]
+    eps_tok = eps_group.gather(1, g)
+    s_tok = s_tok_val * torch.exp(logp - logp.detach())                     # eq. (1): value s_τ, grad s_τ ∇logp
+    adv = advantages.to(logp.dtype).unsqueeze(1)
+    surrogate = torch.minimum(s_tok * adv, torch.clamp(s_tok, 1.0 - eps_tok, 1.0 + eps_tok) * adv)  # [B, T]
+    m = mask.to(logp.dtype)
+    per_group = ((surrogate * m).unsqueeze(-1) * onehot).sum(dim=1) / denom  # [B, K]: 1/|y_τ| Σ_t
+    n_groups_seq = present.sum(dim=1)                                        # [B]: |τ|
+    per_seq = (per_group * present).sum(dim=1) / n_groups_seq.clamp(min=1)   # 1/|τ| Σ_τ
+    has_tokens = (n_groups_seq > 0).to(logp.dtype)
+    loss = -(per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)  # 1/G Σ_i
+    with torch.no_grad():
+        binds = ((adv > 0) & (s_tok_val > 1.0 + eps_tok)) | ((adv < 0) & (s_tok_val < 1.0 - eps_tok))
+        metrics = {"clip_frac": float(masked_mean(binds.to(logp.dtype), mask)),
+                   "eps_mean": float(eps_group[present].mean()) if present.any() else 0.0,
+                   "ratio_mean": float(s_group[present].mean()) if present.any() else 1.0}
     return loss, metrics

@@ -305,3 +305,22 @@ def test_rewards_through_the_reward_service_equal_inline_scoring(tiny, monkeypat
     assert [r["response"] for r in served.rollouts] == [r["response"] for r in inline.rollouts]
     assert served.metrics[0]["reward_failures"] == 2          # the unknown spec's group: scored 0, counted
     assert inline.metrics[0]["reward_failures"] == 0
+
+
+@pytest.mark.parametrize("advantage,loss", [("dr_grpo", "espo"), ("grpo", "gspo")])
+def test_engine_runs_the_sequence_and_entropy_group_losses(tiny, monkeypatch, advantage, loss):
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    _, tok = tiny
+    model = build_model(ModelConfig(), tok, seed=5)
+    v = json.dumps({"type": "test"})
+    prompts = [RLPrompt("M", "3+3=?", "mixed", v, "math", "arith")]
+    p0 = _params(model)
+    cfg = RLConfig(steps=1, prompts_per_step=1, group_size=4, max_new_tokens=8, lr=1e-3, advantage=advantage,
+                   policy_loss=loss)
+    res = train(model, tok, prompts, cfg, score_fn=_planted_scorer())
+    m = res.metrics[0]
+    assert m["updated"] == 1.0 and math.isfinite(m["loss"]) and "ratio_mean" in m
+    assert m["ratio_mean"] == pytest.approx(1.0)            # one update per batch: old = current policy
+    if loss == "espo":
+        assert m["eps_mean"] > 0
+    assert any(not torch.equal(p0[k], v) for k, v in model.named_parameters())
