@@ -36,20 +36,33 @@ def world_samples(per_level: int, seed: int = 0) -> list[tuple[str, str, str, st
     return out
 
 
-def _warm(svc: RewardService, samples) -> None:
-    """One untimed pass, so every worker has started its sandbox pool and loaded langdetect's profiles."""
-    for f in [svc.submit_spec(spec, resp, ref) for _, spec, resp, ref in samples]:
-        f.result(300)
+def _score_inline(samples) -> list[float]:
+    return [score(spec, resp, ref) for _, spec, resp, ref in samples]
+
+
+def _submit(svc: RewardService, samples) -> list:
+    return [svc.submit_spec(spec, resp, ref) for _, spec, resp, ref in samples]
 
 
 def _inline(samples) -> tuple[list[float], float]:
-    [score(spec, resp, ref) for _, spec, resp, ref in samples]          # the same untimed warm pass
+    _score_inline(samples)                                # an untimed warm pass, as the service gets
     t0 = time.perf_counter()
-    scores = [score(spec, resp, ref) for _, spec, resp, ref in samples]
+    scores = _score_inline(samples)
     return scores, time.perf_counter() - t0
 
 
-def _overlap(samples, workers: int, batches: int, gen_s: float) -> tuple[float, float]:
+def _service(svc: RewardService, samples) -> tuple[list[float], float, dict]:
+    """One timed pass through a warm service: scores, wall seconds, latency of this pass and failures."""
+    t0 = time.perf_counter()
+    results = [f.result() for f in _submit(svc, samples)]
+    wall = time.perf_counter() - t0
+    lat = sorted(r.latency_s for r in results)            # this pass only (metrics() holds the warm one too)
+    return [r.score for r in results], wall, {"p50_latency_s": lat[len(lat) // 2],
+                                              "p99_latency_s": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+                                              "failures": svc.metrics()["verifiers"]["spec"]["failures"]}
+
+
+def _overlap(svc: RewardService, samples, batches: int, gen_s: float) -> tuple[float, float]:
     """Wall time of ``batches`` RL steps whose generation takes ``gen_s`` on an accelerator (modelled as a
     sleep: the CPU is free meanwhile), scoring inline after each batch vs submitting each batch to the service
     as it is generated and collecting all scores at the end."""
@@ -57,32 +70,15 @@ def _overlap(samples, workers: int, batches: int, gen_s: float) -> tuple[float, 
     t0 = time.perf_counter()
     for chunk in chunks:
         time.sleep(gen_s)
-        [score(spec, resp, ref) for _, spec, resp, ref in chunk]
+        _score_inline(chunk)
     inline_wall = time.perf_counter() - t0
-    with RewardService(workers) as svc:
-        _warm(svc, samples)
-        t0 = time.perf_counter()
-        futs = []
-        for chunk in chunks:
-            time.sleep(gen_s)
-            futs += [svc.submit_spec(spec, resp, ref) for _, spec, resp, ref in chunk]
-        [f.result() for f in futs]
-        service_wall = time.perf_counter() - t0
-    return inline_wall, service_wall
-
-
-def _service(samples, workers: int) -> tuple[list[float], float, dict]:
-    with RewardService(workers) as svc:
-        _warm(svc, samples)
-        t0 = time.perf_counter()
-        futs = [svc.submit_spec(spec, resp, ref) for _, spec, resp, ref in samples]
-        results = [f.result() for f in futs]
-        wall = time.perf_counter() - t0
-        lat = sorted(r.latency_s for r in results)          # the timed pass only (metrics() holds the warm one too)
-        failures = svc.metrics()["verifiers"]["spec"]["failures"]
-        return [r.score for r in results], wall, {"p50_latency_s": lat[len(lat) // 2],
-                                                  "p99_latency_s": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-                                                  "failures": failures}
+    t0 = time.perf_counter()
+    futs = []
+    for chunk in chunks:
+        time.sleep(gen_s)
+        futs += _submit(svc, chunk)
+    [f.result() for f in futs]
+    return inline_wall, time.perf_counter() - t0
 
 
 BAD_INPUTS = [
@@ -118,7 +114,13 @@ def main(argv: list[str]) -> int:
     samples = world_samples(args.per_level)
     types = [parse_verifier(spec)["type"] for _, spec, _, _ in samples]
     inline_scores, inline_s = _inline(samples)
-    svc_scores, svc_s, metrics = _service(samples, args.workers)
+    with RewardService(args.workers) as svc:
+        # one untimed pass first: every worker has started its sandbox pool and loaded langdetect's profiles
+        [f.result(300) for f in _submit(svc, samples)]
+        svc_scores, svc_s, metrics = _service(svc, samples)
+        batches = 10
+        gen_s = inline_s / batches
+        inline_wall, overlap_wall = _overlap(svc, samples, batches, gen_s)
     identical = inline_scores == svc_scores
     n = len(samples)
 
@@ -132,9 +134,6 @@ def main(argv: list[str]) -> int:
     for t in sorted(set(types)):
         vals = [s for s, ty in zip(inline_scores, types) if ty == t]
         print(f"| {t} | {len(vals)} | {sum(vals) / len(vals):.3f} |")
-    batches = 10
-    gen_s = inline_s / batches
-    inline_wall, overlap_wall = _overlap(samples, args.workers, batches, gen_s)
     print(f"RL-step model: {batches} batches, generation {gen_s * 1e3:.0f} ms each on an accelerator (a sleep), "
           f"scoring after each batch inline vs streamed to the service:\n")
     print("| scoring | wall s | generation share |\n|---|---|---|")
