@@ -12,6 +12,9 @@ BENCHMARKS = {
     "gym-code": "compass.bench.gym_code",
     "gym-mcq": "compass.bench.gym_mcq",
     "gym-service": "compass.bench.gym_service",
+    "router-replay": "compass.bench.router_replay",
+    "learning-efficiency": "compass.bench.learning_efficiency",
+    "vs-trl": "compass.bench.vs_trl",
 }
 
 

@@ -1,0 +1,60 @@
+"""The rollout interface every backend implements (``hf``, ``vllm``), and its registry.
+
+``backend.generate(prompt_ids, n, sampling) -> list[list[Completion]]``: for each
+prompt (already chat-formatted and tokenized), ``n`` sampled completions with
+what the trainer needs to measure and remove the train–inference mismatch:
+
+- ``ids``       completion token ids (eos included when produced)
+- ``logprobs``  ``[len(ids)]`` float32: log-prob of each sampled token under the
+                sampler's distribution (``logits / temperature``), as the engine computed it
+- ``entropies`` ``[len(ids)]`` float32 or None: the sampler's entropy at each step
+- ``routes``    ``[len(prompt_ids) + len(ids), n_moe_layers, top_k]`` int16 or None:
+                the experts each MoE layer routed every position to during rollout
+                (prompt positions from the prefill, then one row per generated token;
+                the row of the last token is ``-1`` when the engine never ran it, as
+                in KV-cached decoding). ``-1`` anywhere means "not recorded: route freely".
+
+``backend.sync_weights(state_dict)`` loads the trainer's weights (HF names) before
+the next rollout; ``backend.close()`` frees its resources.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from stages.common.named_registry import Registry
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 48
+    temperature: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Completion:
+    ids: list[int]
+    text: str
+    logprobs: np.ndarray                  # [len(ids)] float32
+    entropies: np.ndarray | None = None   # [len(ids)] float32
+    routes: np.ndarray | None = None      # [len(prompt)+len(ids), layers, top_k] int16, -1 = not recorded
+    finished: bool = False                # ended with eos (else truncated at max_new_tokens)
+
+
+class RolloutBackend(Protocol):
+    name: str
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int,
+                 sampling: SamplingParams) -> list[list[Completion]]: ...
+
+    def sync_weights(self, state_dict: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# name -> factory(model, tok, cfg) returning a RolloutBackend
+ROLLOUT_BACKENDS = Registry("rollout backend", modules=("stages.rl.rollout_hf", "stages.rl.rollout_vllm"))
+register_rollout_backend = ROLLOUT_BACKENDS.register
