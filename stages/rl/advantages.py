@@ -62,3 +62,38 @@ def dr_grpo(rewards: torch.Tensor, *, eps: float = 1e-6) -> torch.Tensor:
         raise ValueError(f"dr_grpo: rewards must be [num_groups, group_size>=2], got shape {tuple(rewards.shape)}")
     r = rewards if rewards.is_floating_point() else rewards.float()
     return r - r.mean(dim=1, keepdim=True)
+
+
+@register_advantage("rl_zvp")
+def rl_zvp(rewards: torch.Tensor, *, entropy: torch.Tensor, mask: torch.Tensor, eps: float = 1e-6,
+           pass_threshold: float = 0.5, zvp_alpha: float = 0.1) -> torch.Tensor:
+    """RL-ZVP (Le et al. 2025, arXiv 2509.21880, eq. 5): GRPO on groups with reward spread, and
+    entropy-guided token advantages on zero-variance groups instead of zeros.
+
+    ``rewards`` ``[G, N]``; ``entropy`` ``[G*N, T]`` (the policy's entropy over the
+    vocabulary at each completion token; treated as a constant) and ``mask``
+    ``[G*N, T]`` (1 on completion tokens), completions in group-major order.
+    Returns ``[G*N, T]`` token advantages (0 off the mask):
+
+    - group with spread: ``A[i, t] = grpo(r)[i]`` on every token;
+    - zero-variance, all passed (common reward > ``pass_threshold``):
+      ``A[i, t] = α · H[i, t]``: reinforce, most where the policy was unsure;
+    - zero-variance, all failed: ``A[i, t] = -α · (max_k H[i, k] - H[i, t])``, max over
+      the completion's own tokens: penalise, most where the policy was confident.
+    """
+    if rewards.dim() != 2 or rewards.size(1) < 2:
+        raise ValueError(f"rl_zvp: rewards must be [num_groups, group_size>=2], got shape {tuple(rewards.shape)}")
+    G, N = rewards.shape
+    if entropy.dim() != 2 or entropy.shape != mask.shape or entropy.size(0) != G * N:
+        raise ValueError(f"rl_zvp: entropy and mask must both be [G*N={G * N}, T]; got entropy "
+                         f"{tuple(entropy.shape)}, mask {tuple(mask.shape)}")
+    m = mask.to(torch.float32)
+    h = entropy.detach().float() * m                                            # [B, T]
+    seq = grpo(rewards.float(), eps=eps).reshape(-1, 1).expand_as(h)           # [B, T]
+    zv = zero_variance_groups(rewards).repeat_interleave(N)                     # [B]
+    passed = (rewards[:, 0] > pass_threshold).repeat_interleave(N)             # [B]
+    h_max = h.amax(dim=1, keepdim=True)                                         # entropy >= 0, so pads (0) never win
+    zvp_pos = zvp_alpha * h
+    zvp_neg = -zvp_alpha * (h_max - h)
+    zvp = torch.where(passed.unsqueeze(1), zvp_pos, zvp_neg)
+    return torch.where(zv.unsqueeze(1), zvp, seq) * m

@@ -34,6 +34,46 @@ class RLConfig(StrictModel):
     reward_workers: int = Field(0, ge=0, description="0: score in the trainer's process; N: stream samples to "
                                                      "the gym's reward service with N worker processes")
     reward_timeout_s: float = Field(30.0, gt=0, description="reward service: a sample scoring longer gets 0")
+    clip_eps_high: float | None = Field(None, gt=0, lt=1, description="DAPO clip-higher: upper clip range "
+                                                                       "(default: clip_eps)")
+    zvp_alpha: float = Field(0.1, gt=0, description="RL-ZVP eq. 5: scale of the entropy-shaped advantage on "
+                                                    "zero-variance groups")
+    rollout_backend: str = Field("hf", description="rollout backend: hf (transformers generate) or vllm")
+    rollout_dtype: str = Field("float32", description="rollout precision: float32 shares the trainer's weights; "
+                                                      "bfloat16 is a synced copy (the train-inference split)")
+    trainer_backend: str = Field("torch", description="trainer backend: torch or megatron")
+    router_replay: bool = Field(False, description="record MoE routes at rollout and replay them in the "
+                                                   "old-log-prob recompute and the update")
+    drop_zero_variance: bool = Field(False, description="leave zero-variance groups (all advantages 0) out of "
+                                                        "the update batch: no compute on no signal")
+    dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling: re-sample prompts until the batch "
+                                                      "holds prompts_per_step groups with reward spread")
+    dynamic_sampling_max_rounds: int = Field(4, ge=1, description="DAPO: most generation rounds per step")
+    retire_solved: bool = Field(False, description="stop sampling a prompt once a whole group of it passed")
+    pass_rate_filter: tuple[float, float] | None = Field(
+        None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
+    checkpoint_every: int = Field(0, ge=0, description="save the RL state for resume every K steps (0: never)")
+
+    @field_validator("rollout_backend")
+    @classmethod
+    def _known_rollout(cls, v: str) -> str:
+        if v not in ("hf", "vllm"):
+            raise ValueError(f"unknown rollout backend '{v}' (known: hf, vllm)")
+        return v
+
+    @field_validator("trainer_backend")
+    @classmethod
+    def _known_trainer(cls, v: str) -> str:
+        if v not in ("torch", "megatron"):
+            raise ValueError(f"unknown trainer backend '{v}' (known: megatron, torch)")
+        return v
+
+    @field_validator("rollout_dtype")
+    @classmethod
+    def _known_dtype(cls, v: str) -> str:
+        if v not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"rollout_dtype must be float32, bfloat16 or float16, got '{v}'")
+        return v
 
     @field_validator("advantage")
     @classmethod

@@ -1,40 +1,49 @@
-"""A minimal on-policy GRPO loop on one process (PROVISIONAL engine).
+"""The RL engine's controller: one loop that drives a rollout backend and a trainer backend.
 
-Per step: take ``prompts_per_step`` prompts, sample ``group_size`` completions
-each with transformers ``generate`` (:func:`stages.common.lm.sample`), score
-them with the Compass-Gym verifier named by each prompt's ``verifier``,
-compute advantages with the configured estimator (``ADVANTAGES``), recompute
-the completions' log-probs under the current policy and take one AdamW step
-on the configured policy loss (``POLICY_LOSSES``).
+Per step (each phase timed):
 
-Because each batch gets exactly one update, ``old_logp`` is the detached
-recomputed ``logp`` (ratio = 1, so PPO clipping never binds yet); the PPO form
-is kept so that several updates per batch, rollout-side log-probs and Router
-Replay slot in later. The full engine (Ray actors, vLLM/Megatron backends,
-ESPO, RL-ZVP, Router Replay, overlapped rewards) replaces the loop, not the
-pure functions in ``advantages.py`` / ``losses.py``.
+1. **rollout** — ``prompts_per_step`` prompts, ``group_size`` samples each, from the
+   rollout backend (``hf`` or ``vllm``; ``stages.rl.rollout``) with the sampler's
+   per-token log-probs and, for Router Replay, the experts each MoE layer chose.
+   With DAPO dynamic sampling, more prompts are drawn until the batch holds
+   ``prompts_per_step`` groups with reward spread (every generated token is counted).
+2. **reward** — Compass-Gym, in process or through the reward service.
+3. **old log-probs** — the trainer recomputes the completions' log-probs and
+   entropies (with the recorded routes when ``router_replay``); the gap to the
+   rollout's log-probs is the train–inference mismatch, logged every step.
+4. **advantages** — the configured estimator (GRPO, Dr. GRPO, RL-ZVP token shaping);
+   zero-variance groups can be left out of the update (``drop_zero_variance``).
+5. **update** — one optimizer step of the configured policy loss (``stages.rl.trainer``).
+6. **weight sync** — the trainer's weights to the rollout side.
 
-Logged every step (list of dicts, one per step): reward mean/std, pass rate,
-zero-variance rate split into all-pass and all-fail groups, mean |advantage|
-per rollout and per token, entropy, clip fraction, tokens, time by phase.
+Metrics go to ``metrics.jsonl``, TensorBoard and PNG plots (``stages.rl.metrics_log``);
+with ``checkpoint_every`` the whole RL state is saved for resume (``stages.rl.rl_state``).
 """
 from __future__ import annotations
 
-import inspect
 import logging
+from dataclasses import dataclass
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import pyarrow as pa
+import numpy as np
 import torch
 
-from stages.common.lm import chat_prefix, sample
+from stages.common.lm import chat_prefix
 from stages.common.progress import progress
 from stages.rl.advantages import get_advantage, zero_variance_groups
 from stages.rl.config import RLConfig
 from stages.rl.data import PromptSampler, RLPrompt
 from stages.rl.losses import get_policy_loss, masked_mean
+from stages.rl.metrics_log import MetricsLog
+from stages.rl.policy_forward import call_with_supported, token_logprobs
+from stages.rl.records import PromptStats, rollouts_table
+from stages.rl.rl_state import load_state, save_state
+from stages.rl.rollout import SamplingParams, get_rollout_backend
+from stages.rl.trainer import get_trainer_backend
+
+_call_with_supported = call_with_supported          # the old private name, kept for callers
+__all__ = ["PromptStats", "rollouts_table", "token_logprobs", "train", "RLResult"]
 
 ScoreFn = Callable[[str, str, str], float]   # (verifier_json, response, reference) -> reward in [0, 1]
 
@@ -75,32 +84,13 @@ def build_batch(prefixes: Sequence[Sequence[int]], completions: Sequence[Sequenc
     return {"input_ids": ids, "attention_mask": attn, "completion_mask": comp}
 
 
-def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-prob of each next token and the policy's entropy there.
-
-    ``input_ids``/``attention_mask`` ``[B, L]`` -> ``logp`` ``[B, L-1]`` (log p of
-    ``input_ids[:, 1:]``) and ``entropy`` ``[B, L-1]``, both float32, from
-    ``logits / temperature`` (the distribution the sampler drew from).
-    """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    logprobs = torch.log_softmax(logits / temperature, dim=-1)
-    logp = logprobs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    entropy = -(logprobs.exp() * logprobs).sum(-1)
-    return logp, entropy
-
-
-def _call_with_supported(fn, *args, **options):
-    """Call a registry function with only the keyword options its signature accepts."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(*args, **options)
-    return fn(*args, **{k: v for k, v in options.items() if k in params})
-
-
-def compute_advantages(rewards: torch.Tensor, cfg: RLConfig) -> torch.Tensor:
-    """``[G, N]`` rewards -> ``[G, N]`` advantages with the configured estimator."""
-    return _call_with_supported(get_advantage(cfg.advantage), rewards, eps=cfg.advantage_eps)
+def compute_advantages(rewards: torch.Tensor, cfg: RLConfig, entropy: torch.Tensor | None = None,
+                       mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``[G, N]`` rewards -> advantages with the configured estimator: ``[G*N]`` per completion,
+    or ``[G*N, T]`` per token (estimators that take ``entropy``/``mask`` ``[G*N, T]``, e.g. RL-ZVP)."""
+    adv = call_with_supported(get_advantage(cfg.advantage), rewards, eps=cfg.advantage_eps, entropy=entropy,
+                              mask=mask, pass_threshold=cfg.pass_threshold, zvp_alpha=cfg.zvp_alpha)
+    return adv.reshape(-1) if adv.shape == rewards.shape else adv
 
 
 def policy_update(model, optimizer, batch: dict[str, torch.Tensor], advantages: torch.Tensor,
@@ -118,7 +108,7 @@ def policy_update(model, optimizer, batch: dict[str, torch.Tensor], advantages: 
     with torch.set_grad_enabled(has_signal):
         logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
         old_logp = logp.detach()
-        loss, lm = _call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp, advantages, mask,
+        loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp, advantages, mask,
                                         clip_eps=cfg.clip_eps, entropy=entropy.detach(),
                                         vocab_size=model.config.vocab_size, espo_alpha=cfg.espo_alpha,
                                         espo_groups=cfg.espo_groups)
@@ -136,57 +126,35 @@ def policy_update(model, optimizer, batch: dict[str, torch.Tensor], advantages: 
                 "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
 
 
-# -- per-prompt statistics -------------------------------------------------------
-
-@dataclass
-class PromptStats:
-    """What RL measured per prompt over the whole run (the carryover filter reads it)."""
-    pass_threshold: float
-    _rows: dict[str, dict] = field(default_factory=dict)
-
-    def add(self, prompt: RLPrompt, rewards: Sequence[float]) -> None:
-        row = self._rows.setdefault(prompt.id, {"prompt": prompt, "rewards": [], "groups": 0})
-        row["rewards"].extend(float(r) for r in rewards)
-        row["groups"] += 1
-
-    def rows(self) -> list[dict]:
-        out = []
-        for pid, row in self._rows.items():
-            r = row["rewards"]
-            out.append({"prompt_id": pid, "domain": row["prompt"].domain, "task": row["prompt"].task,
-                        "n_samples": len(r), "pass_rate": sum(x > self.pass_threshold for x in r) / len(r),
-                        "mean_reward": sum(r) / len(r), "zero_variance": max(r) == min(r),
-                        "n_groups": row["groups"]})
-        return sorted(out, key=lambda x: x["prompt_id"])
-
-    def table(self) -> pa.Table:
-        rows = self.rows()
-        return pa.table({
-            "prompt_id": pa.array([r["prompt_id"] for r in rows], pa.string()),
-            "domain": pa.array([r["domain"] for r in rows], pa.string()),
-            "task": pa.array([r["task"] for r in rows], pa.string()),
-            "n_samples": pa.array([r["n_samples"] for r in rows], pa.int32()),
-            "pass_rate": pa.array([r["pass_rate"] for r in rows], pa.float64()),
-            "mean_reward": pa.array([r["mean_reward"] for r in rows], pa.float64()),
-            "zero_variance": pa.array([r["zero_variance"] for r in rows], pa.bool_()),
-            "n_groups": pa.array([r["n_groups"] for r in rows], pa.int32()),
-        })
+def routes_batch(prefixes: Sequence[Sequence[int]], completions: Sequence, width: int) -> torch.Tensor | None:
+    """Per-completion routes ``[len(prefix)+len(ids), layers, k]`` -> ``[B, width, layers, k]`` long, aligned
+    with :func:`build_batch` (right padding; ``-1`` = not recorded). None when any completion has none."""
+    if not completions or any(c.routes is None for c in completions):
+        return None
+    layers, k = completions[0].routes.shape[1:]
+    out = torch.full((len(completions), width, layers, k), -1, dtype=torch.long)
+    for i, c in enumerate(completions):
+        r = torch.from_numpy(c.routes.astype(np.int64))
+        out[i, :r.shape[0]] = r[:width]
+    return out
 
 
-def rollouts_table(rows: list[dict]) -> pa.Table:
-    """Rollout rows (as :func:`train` records them) -> a ``rollouts`` table (with extra columns)."""
-    def col(name, typ):
-        return pa.array([r[name] for r in rows], typ)
-    return pa.table({
-        "step": col("step", pa.int64()), "prompt_id": col("prompt_id", pa.string()),
-        "sample_idx": col("sample_idx", pa.int32()), "response": col("response", pa.string()),
-        "reward": col("reward", pa.float64()), "num_tokens": col("num_tokens", pa.int32()),
-        "advantage": col("advantage", pa.float64()), "domain": col("domain", pa.string()),
-        "task": col("task", pa.string()), "truncated": col("truncated", pa.bool_()),
-    })
+def logprob_gap(trainer_logp: torch.Tensor, prefixes: Sequence[Sequence[int]], completions: Sequence,
+                mask: torch.Tensor) -> dict[str, float]:
+    """Train–inference mismatch: |trainer log p - rollout log p| over every completion token.
 
+    ``trainer_logp`` ``[B, L-1]`` (position ``t`` scores token ``t+1``); each completion's
+    rollout ``logprobs`` ``[len(ids)]``. Returns mean, p99 and max.
+    """
+    roll = torch.zeros_like(trainer_logp)
+    for i, (p, c) in enumerate(zip(prefixes, completions)):
+        roll[i, len(p) - 1: len(p) - 1 + len(c.ids)] = torch.from_numpy(np.asarray(c.logprobs, dtype=np.float32))
+    gaps = (trainer_logp - roll).abs()[mask.bool()]
+    if gaps.numel() == 0:
+        return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0, "logp_gap_max": 0.0}
+    return {"logp_gap_mean": float(gaps.mean()), "logp_gap_p99": float(torch.quantile(gaps.double(), 0.99)),
+            "logp_gap_max": float(gaps.max())}
 
-# -- the loop ----------------------------------------------------------------------
 
 @dataclass
 class RLResult:
@@ -226,10 +194,10 @@ def _score_groups(batch_prompts, groups, score_fn: ScoreFn, service) -> tuple[to
     With a service, every sample is submitted before any result is awaited, so the workers score in parallel.
     """
     if service is None:
-        values = [[float(score_fn(p.verifier, c["text"], p.reference)) for c in group]
+        values = [[float(score_fn(p.verifier, c.text, p.reference)) for c in group]
                   for p, group in zip(batch_prompts, groups)]
         return torch.tensor(values, dtype=torch.float32), 0
-    futures = [[service.submit_spec(p.verifier, c["text"], p.reference) for c in group]
+    futures = [[service.submit_spec(p.verifier, c.text, p.reference) for c in group]
                for p, group in zip(batch_prompts, groups)]
     results = [[f.result() for f in row] for row in futures]
     failures = sum(r.kind != "ok" for row in results for r in row)
@@ -237,87 +205,253 @@ def _score_groups(batch_prompts, groups, score_fn: ScoreFn, service) -> tuple[to
 
 
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
-          log: logging.Logger | None = None, desc: str = "rl") -> RLResult:
-    """Run ``cfg.steps`` GRPO steps on ``model`` in place; return metrics, rollouts and prompt stats.
+          log: logging.Logger | None = None, desc: str = "rl", out_dir=None, state_dir=None,
+          on_step: Callable[[int, dict, object], None] | None = None) -> RLResult:
+    """Run ``cfg.steps`` RL steps on ``model`` in place; return metrics, rollouts and prompt stats.
 
     ``score_fn(verifier_json, response, reference) -> float`` defaults to
     ``stages.gym.provisional.score``; with ``cfg.reward_workers`` > 0 (and no
     ``score_fn``) samples go to the gym's reward service instead.
+    ``out_dir``: where ``metrics.jsonl``, ``tensorboard/`` and ``plots/`` go (None: nowhere).
+    ``state_dir``: where the RL state is saved every ``cfg.checkpoint_every`` steps; a run
+    that finds a state there resumes from it. ``on_step(step, metrics_row, model)`` is called
+    after every step (held-out evaluation in benchmarks).
     """
     service = None
     if score_fn is None and cfg.reward_workers > 0:
         from stages.gym.service import RewardService
         service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
+    trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
+    shares = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and cfg.rollout_backend == "hf"
+    options = {"dtype": cfg.rollout_dtype}
+    if cfg.rollout_backend == "hf":
+        options["record_routes"] = cfg.router_replay or _is_moe(model)
+        options["share"] = shares
+    rollout = get_rollout_backend(cfg.rollout_backend)(model, tok, **options)
+    metrics_log = MetricsLog(out_dir)
     try:
-        return _train(model, tok, prompts, cfg, score_fn, service, log, desc)
+        return _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
+                     log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step).run()
     finally:
+        metrics_log.close()
+        rollout.close()
         if service is not None:
             service.close()
 
 
-def _train(model, tok, prompts, cfg: RLConfig, score_fn, service, log, desc) -> RLResult:
-    log = log or logging.getLogger("compass.rl")
-    score_fn = score_fn or _default_score()
-    get_advantage(cfg.advantage), get_policy_loss(cfg.policy_loss)      # fail fast on unknown names
-    torch.manual_seed(cfg.seed)
-    sampler = PromptSampler(prompts, cfg.seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    stats = PromptStats(cfg.pass_threshold)
-    metrics: list[dict] = []
-    rollouts: list[dict] = []
-    prefix_cache: dict[str, list[int]] = {}
-    eos = tok.eos_token_id
+def _is_moe(model) -> bool:
+    return getattr(model.config, "num_experts", 0) > 0
 
-    for step in progress(range(cfg.steps), desc=desc, unit="step"):
-        t0 = time.perf_counter()
-        batch_prompts = sampler.take(cfg.prompts_per_step)
-        groups = sample(model, tok, [p.prompt for p in batch_prompts], n=cfg.group_size,
-                        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                        seed=cfg.seed * 1_000_003 + step)
-        t1 = time.perf_counter()
-        rewards, reward_failures = _score_groups(batch_prompts, groups, score_fn, service)
-        t2 = time.perf_counter()
-        adv = compute_advantages(rewards, cfg)                             # [G, N]
-        prefixes, completions = [], []
-        for p, group in zip(batch_prompts, groups):
-            if p.id not in prefix_cache:
-                prefix_cache[p.id] = tok(chat_prefix(tok, p.prompt), add_special_tokens=False)["input_ids"]
-            for c in group:
-                prefixes.append(prefix_cache[p.id])
-                completions.append(c["ids"])
-        batch = build_batch(prefixes, completions, tok.pad_token_id)
-        upd = policy_update(model, optimizer, batch, adv.reshape(-1), cfg)
-        t3 = time.perf_counter()
 
-        gs = group_stats(rewards, cfg.pass_threshold)
-        n_tokens = sum(len(c) for c in completions)
-        truncated = [len(c["ids"]) == 0 or c["ids"][-1] != eos for g in groups for c in g]
-        for gi, (p, group) in enumerate(zip(batch_prompts, groups)):
-            stats.add(p, rewards[gi].tolist())
-            for si, c in enumerate(group):
-                rollouts.append({"step": step, "prompt_id": p.id, "sample_idx": si, "response": c["text"],
-                                 "reward": float(rewards[gi, si]), "num_tokens": len(c["ids"]),
-                                 "advantage": float(adv[gi, si]), "domain": p.domain, "task": p.task,
-                                 "truncated": truncated[gi * len(group) + si]})
-        row = {
-            "step": step, "groups": gs["groups"], "samples": int(rewards.numel()),
-            "reward_mean": float(rewards.mean()), "reward_failures": reward_failures,
-            "reward_std": float(rewards.std()) if rewards.numel() > 1 else 0.0,
-            "pass_rate": float((rewards > cfg.pass_threshold).float().mean()),
-            "zero_variance_rate": gs["zero_variance"] / gs["groups"],
-            "zero_variance_all_pass": gs["all_pass"], "zero_variance_all_fail": gs["all_fail"],
-            "zero_variance_all_pass_rate": gs["all_pass"] / gs["groups"],
-            "zero_variance_all_fail_rate": gs["all_fail"] / gs["groups"],
-            "adv_abs_mean": float(adv.abs().mean()),
-            "tokens": n_tokens, "response_len_mean": n_tokens / len(completions),
-            "truncated_frac": sum(truncated) / len(truncated), "lr": cfg.lr,
-            **upd,
-            "time_rollout_s": t1 - t0, "time_reward_s": t2 - t1, "time_train_s": t3 - t2,
-            "time_step_s": t3 - t0,
-        }
-        metrics.append(row)
-        log.info("%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d of %d), |A| %.3f, "
-                 "entropy %.3f, %d tokens, %.2fs", desc, step, row["reward_mean"], row["zero_variance_rate"],
-                 gs["all_pass"], gs["all_fail"], gs["groups"], row["adv_abs_mean"], row["entropy"], n_tokens,
-                 row["time_step_s"])
-    return RLResult(metrics=metrics, rollouts=rollouts, prompt_stats=stats)
+class _Loop:
+    def __init__(self, model, tok, prompts, cfg: RLConfig, trainer, rollout, score_fn, service, log, desc,
+                 metrics_log: MetricsLog, state_dir, on_step):
+        get_advantage(cfg.advantage), get_policy_loss(cfg.policy_loss)      # fail fast on unknown names
+        self.model, self.tok, self.cfg = model, tok, cfg
+        self.trainer, self.rollout, self.score_fn, self.service = trainer, rollout, score_fn, service
+        self.log, self.desc, self.metrics, self.state_dir, self.on_step = log, desc, metrics_log, state_dir, on_step
+        self.sampler = PromptSampler(prompts, cfg.seed)
+        self.stats = PromptStats(cfg.pass_threshold)
+        self.rollouts: list[dict] = []
+        self.prefix_cache: dict[str, list[int]] = {}
+        self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
+        self.start = 0
+
+    def prefix(self, p: RLPrompt) -> list[int]:
+        if p.id not in self.prefix_cache:
+            self.prefix_cache[p.id] = self.tok(chat_prefix(self.tok, p.prompt), add_special_tokens=False)["input_ids"]
+        return self.prefix_cache[p.id]
+
+    # -- state ----------------------------------------------------------------------
+    def restore(self) -> None:
+        state = load_state(self.state_dir)
+        if state is None:
+            return
+        self.trainer.load_state_dict(state["trainer"])
+        self.sampler.load_state(state["sampler"])
+        self.stats._rows = state["stats"]
+        self.rollouts = state["rollouts"]
+        self.metrics.restore(state["metrics"])
+        self.rollout_tokens = state["rollout_tokens"]
+        self.start = state["step"]
+        torch.set_rng_state(state["torch_rng"])
+        self.rollout.sync_weights(self.trainer.hf_state_dict())
+        self.log.info("%s: resumed at step %d of %d from %s", self.desc, self.start, self.cfg.steps, self.state_dir)
+
+    def save(self, next_step: int) -> None:
+        save_state(self.state_dir, {"step": next_step, "trainer": self.trainer.state_dict(),
+                                    "sampler": self.sampler.state(), "stats": self.stats._rows,
+                                    "rollouts": self.rollouts, "metrics": self.metrics.rows,
+                                    "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state()})
+
+    # -- one step ---------------------------------------------------------------------
+    def generate_groups(self, step: int, timing: dict) -> tuple[list, list, torch.Tensor, dict]:
+        """Rollout + reward, with DAPO dynamic sampling rounds when configured.
+
+        Returns the prompts, completion groups and ``[G, N]`` rewards kept for the update,
+        plus counts over everything generated this step.
+        """
+        cfg = self.cfg
+        kept_p, kept_g, kept_r = [], [], []
+        counts = {"groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
+                  "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0}
+        need = cfg.prompts_per_step
+        while need > 0 and counts["rounds"] < (cfg.dynamic_sampling_max_rounds if cfg.dynamic_sampling else 1):
+            batch_prompts = self.sampler.take(need)
+            t0 = time.perf_counter()
+            sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                      seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
+            groups = self.rollout.generate([self.prefix(p) for p in batch_prompts], cfg.group_size, sampling)
+            t1 = time.perf_counter()
+            rewards, failures = _score_groups(batch_prompts, groups, self.score_fn, self.service)
+            timing["rollout"] += t1 - t0
+            timing["reward"] += time.perf_counter() - t1
+            counts["rounds"] += 1
+            counts["reward_failures"] += failures
+            counts["groups_generated"] += len(groups)
+            counts["samples_generated"] += int(rewards.numel())
+            counts["tokens_generated"] += sum(len(c.ids) for g in groups for c in g)
+            gs = group_stats(rewards, cfg.pass_threshold)
+            for k in ("zero_variance", "all_pass", "all_fail"):
+                counts[k] += gs[k]
+            zv = zero_variance_groups(rewards)
+            for gi, (p, g) in enumerate(zip(batch_prompts, groups)):
+                self.stats.add(p, rewards[gi].tolist())
+                if cfg.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) > cfg.pass_threshold:
+                    self.sampler.retire(p.id, keep_at_least=cfg.prompts_per_step)
+                if cfg.dynamic_sampling and bool(zv[gi]):
+                    self._record(step, p, g, rewards[gi], None)        # generated, paid for, dropped
+                    continue
+                kept_p.append(p)
+                kept_g.append(g)
+                kept_r.append(rewards[gi])
+            need = cfg.prompts_per_step - len(kept_p) if cfg.dynamic_sampling else 0
+        rewards = torch.stack(kept_r) if kept_r else torch.zeros((0, cfg.group_size))
+        return kept_p, kept_g, rewards, counts
+
+    def _record(self, step, p: RLPrompt, group, rewards_row, adv_row) -> None:
+        eos = self.tok.eos_token_id
+        for si, c in enumerate(group):
+            self.rollouts.append({"step": step, "prompt_id": p.id, "sample_idx": si, "response": c.text,
+                                  "reward": float(rewards_row[si]), "num_tokens": len(c.ids),
+                                  "advantage": 0.0 if adv_row is None else float(adv_row[si]),
+                                  "domain": p.domain, "task": p.task,
+                                  "truncated": len(c.ids) == 0 or c.ids[-1] != eos})
+
+    def step(self, step: int) -> dict:
+        cfg = self.cfg
+        timing = {"rollout": 0.0, "reward": 0.0, "old_logp": 0.0, "update": 0.0, "sync": 0.0}
+        t_start = time.perf_counter()
+        batch_prompts, groups, rewards, counts = self.generate_groups(step, timing)
+        self.rollout_tokens += counts["tokens_generated"]
+        row: dict = {"step": step}
+        upd: dict = {"updated": 0.0}
+        if batch_prompts:
+            prefixes = [self.prefix(p) for p, g in zip(batch_prompts, groups) for _ in g]
+            comps = [c for g in groups for c in g]
+            batch = build_batch(prefixes, [c.ids for c in comps], self.tok.pad_token_id)
+            mask = batch["completion_mask"][:, 1:]
+            width = batch["input_ids"].shape[1]
+            routes = routes_batch(prefixes, comps, width) if cfg.router_replay else None
+            if cfg.router_replay and routes is None:
+                raise RuntimeError(f"router_replay: the {cfg.rollout_backend} rollout returned no routes "
+                                   f"(is the policy a MoE model?)")
+            t0 = time.perf_counter()
+            old_logp, entropy, free_routes = self.old_logprobs(batch, routes)
+            timing["old_logp"] = time.perf_counter() - t0
+            row.update(logprob_gap(old_logp, prefixes, comps, mask))
+            if cfg.router_replay:
+                free_logp, _, free_routes = self.old_logprobs(batch, None)      # the mismatch replay removes
+                row["logp_gap_mean_no_replay"] = logprob_gap(free_logp, prefixes, comps, mask)["logp_gap_mean"]
+            row.update(self.routing_metrics(prefixes, comps, free_routes))
+            adv = compute_advantages(rewards, cfg, entropy=entropy, mask=mask)
+            for gi, (p, g) in enumerate(zip(batch_prompts, groups)):
+                n = len(g)
+                a = adv[gi * n:(gi + 1) * n]
+                a_seq = a if a.dim() == 1 else (a * mask[gi * n:(gi + 1) * n]).sum(1) / \
+                    mask[gi * n:(gi + 1) * n].sum(1).clamp(min=1)
+                self._record(step, p, g, rewards[gi], a_seq)
+            keep = torch.arange(len(comps))
+            if cfg.drop_zero_variance:
+                signal = adv.reshape(len(comps), -1).ne(0).any(dim=1)
+                keep = keep[signal]
+            row["update_samples"] = int(keep.numel())
+            if keep.numel() > 0:
+                sub = {k: v[keep] for k, v in batch.items()}
+                t0 = time.perf_counter()
+                upd = self.trainer.update(sub, adv[keep], old_logp[keep], cfg,
+                                          routes[keep] if routes is not None else None)
+                timing["update"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                self.rollout.sync_weights(self.trainer.hf_state_dict())
+                timing["sync"] = time.perf_counter() - t0
+            row["adv_abs_mean"] = float(adv.abs().mean())
+            row["adv_abs_token_mean"] = float(masked_mean(
+                (adv.abs().unsqueeze(1).expand_as(mask) if adv.dim() == 1 else adv.abs()), mask))
+        step_s = time.perf_counter() - t_start
+        groups_gen = max(counts["groups_generated"], 1)
+        kept_r = rewards if rewards.numel() else torch.zeros(1)
+        row.update({
+            **{k: v for k, v in upd.items() if k != "adv_abs_token_mean"},
+            "groups": counts["groups_generated"], "samples": counts["samples_generated"],
+            "groups_kept": len(batch_prompts), "sampling_rounds": counts["rounds"],
+            "reward_mean": float(kept_r.mean()), "reward_std": float(kept_r.std()) if kept_r.numel() > 1 else 0.0,
+            "pass_rate": float((kept_r > cfg.pass_threshold).float().mean()),
+            "reward_failures": counts["reward_failures"],
+            "zero_variance_rate": counts["zero_variance"] / groups_gen,
+            "zero_variance_all_pass": counts["all_pass"], "zero_variance_all_fail": counts["all_fail"],
+            "zero_variance_all_pass_rate": counts["all_pass"] / groups_gen,
+            "zero_variance_all_fail_rate": counts["all_fail"] / groups_gen,
+            "tokens": counts["tokens_generated"], "rollout_tokens_total": self.rollout_tokens,
+            "response_len_mean": counts["tokens_generated"] / max(counts["samples_generated"], 1),
+            "tokens_per_s": counts["tokens_generated"] / step_s if step_s > 0 else 0.0,
+            "samples_per_s": counts["samples_generated"] / step_s if step_s > 0 else 0.0,
+            "lr": cfg.lr, "prompts_retired": len(self.sampler.retired),
+            **{f"time_{k}_s": v for k, v in timing.items()}, "time_train_s": timing["old_logp"] + timing["update"],
+            "time_step_s": step_s,
+        })
+        return row
+
+    def old_logprobs(self, batch, routes):
+        """Trainer log-probs and entropy ``[B, L-1]``, and the trainer's own routes when it routed freely."""
+        if routes is None and _is_moe(self.model) and self.cfg.trainer_backend == "torch":
+            from stages.rl.router_replay import record_routes
+            with record_routes(self.model) as rec:
+                logp, ent = self.trainer.logprobs(batch, None)
+            return logp, ent, rec.routes()
+        logp, ent = self.trainer.logprobs(batch, routes)
+        return logp, ent, None
+
+    @staticmethod
+    def routing_metrics(prefixes, comps, free_routes) -> dict:
+        """Agreement between the rollout's routes and the trainer's free routes on completion tokens."""
+        if free_routes is None or not comps or any(c.routes is None for c in comps):
+            return {}
+        from stages.rl.router_replay import routing_agreement
+        width = free_routes.shape[1]
+        rollout_routes = routes_batch(prefixes, comps, width)
+        valid = torch.zeros(rollout_routes.shape[:2], dtype=torch.bool)
+        for i, (p, c) in enumerate(zip(prefixes, comps)):
+            valid[i, len(p): len(p) + len(c.ids)] = True
+        return {"routing_agreement": float(routing_agreement(rollout_routes, free_routes.long(), valid))}
+
+    def run(self) -> RLResult:
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.restore()
+        for step in progress(range(self.start, cfg.steps), desc=self.desc, unit="step"):
+            row = self.step(step)
+            self.metrics.log(row)
+            self.log.info("%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d of %d), "
+                          "|A| %.3f, gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
+                          row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
+                          row["groups"], row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
+                          row["time_step_s"])
+            if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+                self.save(step + 1)
+            if self.on_step is not None:
+                self.on_step(step, row, self.model)
+        if cfg.trainer_backend != "torch":          # the HF policy the stage saves gets the trained weights
+            with torch.no_grad():
+                self.model.load_state_dict(self.trainer.hf_state_dict())
+        return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats)

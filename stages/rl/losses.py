@@ -5,7 +5,8 @@ Every loss has the signature
 
 - ``logp``       ``[B, T]`` float: log-prob of each completion token under the policy being trained (has grad)
 - ``old_logp``   ``[B, T]`` float: the same under the policy that sampled it (no grad)
-- ``advantages`` ``[B]`` float: one advantage per completion (broadcast over its tokens)
+- ``advantages`` ``[B]`` float: one advantage per completion (broadcast over its tokens),
+  or ``[B, T]``: one per token (RL-ZVP shapes zero-variance groups per token)
 - ``mask``       ``[B, T]`` bool/0-1: 1 on completion tokens, 0 on prompt and padding
 - ``loss``: scalar tensor to minimise; ``metrics``: dict of python floats (detached)
 
@@ -52,11 +53,9 @@ def ppo_clip_token_mean(logp: torch.Tensor, old_logp: torch.Tensor, advantages: 
     (A > 0 and ratio > 1 + eps_high, or A < 0 and ratio < 1 - eps), so they get no gradient;
     ``approx_kl`` = token mean of ``old_logp - logp``; ``ratio_mean``.
     """
-    if logp.shape != old_logp.shape or logp.shape != mask.shape or advantages.shape != logp.shape[:1]:
-        raise ValueError(f"ppo_clip_token_mean: shapes logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
-                         f"mask {tuple(mask.shape)} must be [B, T] and advantages {tuple(advantages.shape)} [B]")
+    _check_shapes("ppo_clip_token_mean", logp, old_logp, advantages, mask)
     hi = clip_eps if clip_eps_high is None else clip_eps_high
-    adv = advantages.to(logp.dtype).unsqueeze(1)                  # [B, 1]
+    adv = token_advantages(advantages, logp)                       # [B, 1] or [B, T]
     ratio = torch.exp(logp - old_logp.detach())                    # [B, T]
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + hi)
@@ -71,13 +70,27 @@ def ppo_clip_token_mean(logp: torch.Tensor, old_logp: torch.Tensor, advantages: 
     return loss, metrics
 
 
+def token_advantages(advantages: torch.Tensor, logp: torch.Tensor) -> torch.Tensor:
+    """``[B]`` -> ``[B, 1]`` (broadcast over tokens); ``[B, T]`` unchanged; in ``logp``'s dtype."""
+    adv = advantages.to(logp.dtype)
+    return adv.unsqueeze(1) if adv.dim() == 1 else adv
+
+
+def sequence_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B]`` unchanged; ``[B, T]`` token advantages -> ``[B]``: their mean over each completion's tokens."""
+    if advantages.dim() == 1:
+        return advantages
+    m = mask.to(advantages.dtype)
+    return (advantages * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+
+
 def _check_shapes(name: str, logp, old_logp, advantages, mask, entropy=None) -> None:
-    shapes_ok = logp.shape == old_logp.shape == mask.shape and advantages.shape == logp.shape[:1]
+    shapes_ok = logp.shape == old_logp.shape == mask.shape and advantages.shape in (logp.shape[:1], logp.shape)
     if entropy is not None:
         shapes_ok = shapes_ok and entropy.shape == logp.shape
     if logp.dim() != 2 or not shapes_ok:
-        raise ValueError(f"{name}: logp, old_logp, mask{', entropy' if entropy is not None else ''} must be [B, T] "
-                         f"and advantages [B]; got logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
+        raise ValueError(f"{name}: bad shapes: logp, old_logp, mask{', entropy' if entropy is not None else ''} must be [B, T] "
+                         f"and advantages [B] or [B, T]; got logp {tuple(logp.shape)}, old_logp {tuple(old_logp.shape)}, "
                          f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)}")
 
 
@@ -96,7 +109,7 @@ def gspo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, m
     m = mask.to(logp.dtype)
     n = m.sum(dim=1).clamp(min=1.0)                                          # [B]
     s = torch.exp(((logp - old_logp.detach()) * m).sum(dim=1) / n)          # [B]
-    adv = advantages.to(logp.dtype)
+    adv = sequence_advantages(advantages, mask).to(logp.dtype)              # token advantages: their mean
     per_seq = torch.minimum(s * adv, torch.clamp(s, 1.0 - clip_eps, 1.0 + hi) * adv)
     has_tokens = (m.sum(dim=1) > 0).to(logp.dtype)
     loss = -(per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
@@ -164,7 +177,7 @@ def espo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, m
     s_tok_val = s_group.detach().gather(1, g)                                # [B, T]
     eps_tok = eps_group.gather(1, g)
     s_tok = s_tok_val * torch.exp(logp - logp.detach())                     # eq. (1): value s_τ, grad s_τ ∇logp
-    adv = advantages.to(logp.dtype).unsqueeze(1)
+    adv = token_advantages(advantages, logp)                                # [B, 1] or [B, T]
     surrogate = torch.minimum(s_tok * adv, torch.clamp(s_tok, 1.0 - eps_tok, 1.0 + eps_tok) * adv)  # [B, T]
     m = mask.to(logp.dtype)
     per_group = ((surrogate * m).unsqueeze(-1) * onehot).sum(dim=1) / denom  # [B, K]: 1/|y_τ| Σ_t

@@ -44,5 +44,17 @@ class TrainerBackend(Protocol):
 
 
 # name -> factory(model, cfg) returning a TrainerBackend; ``model`` is the HF policy (float32)
-TRAINER_BACKENDS = Registry("trainer backend", modules=("stages.rl.trainer_torch", "stages.rl.trainer_megatron"))
+TRAINER_BACKENDS = Registry("trainer backend")
 register_trainer_backend = TRAINER_BACKENDS.register
+
+
+def get_trainer_backend(name: str):
+    """The factory of trainer backend ``name``, importing only its module (``stages.rl.trainer_<name>``)."""
+    import importlib
+    if name not in TRAINER_BACKENDS:
+        try:
+            importlib.import_module(f"stages.rl.trainer_{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"stages.rl.trainer_{name}":
+                raise
+    return TRAINER_BACKENDS.lookup(name)

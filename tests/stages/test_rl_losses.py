@@ -90,3 +90,36 @@ def test_espo_at_ratio_one_is_minus_mean_advantage_and_checks_shapes():
         espo(logp, logp, torch.tensor([1.0]), mask, entropy=torch.ones(2, 3), vocab_size=100)
     with pytest.raises(ValueError, match="vocab_size"):
         espo(logp, logp, torch.tensor([1.0, 1.0]), mask, entropy=torch.ones(2, 3), vocab_size=1)
+
+
+def test_rl_zvp_hand_computed_token_advantages():
+    from stages.rl.advantages import rl_zvp
+    # group 0 has spread (GRPO), group 1 all passed, group 2 all failed; N = 2, T = 3
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    entropy = torch.tensor([[.5, .5, .5], [.5, .5, .5],
+                            [0.2, 0.8, 9.0], [1.0, 0.0, 0.0],       # 9.0 sits on a pad: ignored
+                            [0.2, 0.8, 0.5], [1.0, 3.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
+    a = rl_zvp(rewards, entropy=entropy, mask=mask, eps=0.0, pass_threshold=0.5, zvp_alpha=0.5)
+    g = 1 / (2 ** 0.5)                                               # (1 - .5) / std([1, 0]) = .5 / .7071
+    expected = torch.tensor([[g, g, g], [-g, -g, -g],
+                             [0.1, 0.4, 0.0], [0.5, 0.0, 0.0],      # +α·H
+                             [-0.3, 0.0, -0.15], [-1.0, 0.0, 0.0]])  # -α·(max H - H), max over own tokens
+    torch.testing.assert_close(a, expected)
+    with pytest.raises(ValueError, match="G\\*N"):
+        rl_zvp(rewards, entropy=entropy[:4], mask=mask[:4])
+
+
+def test_token_level_advantages_in_ppo_and_gspo():
+    from stages.rl.losses import gspo, ppo_clip_token_mean
+    logp = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    tok_adv = torch.tensor([[1.0, 3.0, 100.0], [-1.0, 0.0, 1.0]])
+    loss, _ = ppo_clip_token_mean(logp, logp.detach(), tok_adv, mask)
+    assert loss.item() == pytest.approx(-(1 + 3 - 1 + 0 + 1) / 5)   # pad advantage (100) never counts
+    loss.backward()
+    torch.testing.assert_close(logp.grad, -tok_adv * mask / 5)
+    # GSPO is sequence-level: a token advantage row enters as its mean over the completion
+    l_tok, _ = gspo(logp.detach(), logp.detach(), tok_adv, mask)
+    l_seq, _ = gspo(logp.detach(), logp.detach(), torch.tensor([2.0, 0.0]), mask)
+    assert l_tok.item() == pytest.approx(l_seq.item())

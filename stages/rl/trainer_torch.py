@@ -1,0 +1,86 @@
+"""The ``torch`` trainer backend: the HF policy itself, AdamW, the registered losses.
+
+Router Replay: with ``routes`` every MoE router is driven by
+``stages.rl.router_replay.replay_routes`` for the old-log-prob recompute and
+for the update's forward and backward.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from stages.rl.losses import get_policy_loss, masked_mean
+from stages.rl.policy_forward import call_with_supported, token_logprobs
+from stages.rl.trainer import register_trainer_backend
+
+
+def _replay(model, routes):
+    if routes is None:
+        return contextlib.nullcontext()
+    from stages.rl.router_replay import replay_routes
+    return replay_routes(model, routes)
+
+
+class TorchTrainer:
+    name = "torch"
+
+    def __init__(self, model, cfg):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.steps = 0
+        self.temperature = cfg.temperature
+
+    @torch.no_grad()
+    def logprobs(self, batch, routes=None):
+        was_training = self.model.training
+        self.model.eval()
+        with _replay(self.model, routes):
+            out = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature)
+        self.model.train(was_training)
+        return out
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
+        """One AdamW step on ``cfg.policy_loss``; no step (``updated`` 0) when every advantage is 0."""
+        model = self.model
+        model.train()
+        mask = batch["completion_mask"][:, 1:]
+        advantages = advantages.detach().float()
+        has_signal = bool((advantages != 0).any())
+        with torch.set_grad_enabled(has_signal), _replay(model, routes):
+            logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
+            loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp.detach(), advantages,
+                                           mask, clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
+                                           entropy=entropy.detach(), vocab_size=model.config.vocab_size,
+                                           espo_alpha=cfg.espo_alpha, espo_groups=cfg.espo_groups)
+            grad_norm = 0.0
+            if has_signal:
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+        if has_signal:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.steps += 1
+        with torch.no_grad():
+            tok_adv = advantages.abs()
+            tok_adv = tok_adv.unsqueeze(1).expand_as(mask) if tok_adv.dim() == 1 else tok_adv
+            return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
+                    "adv_abs_token_mean": float(masked_mean(tok_adv, mask)), "grad_norm": grad_norm,
+                    "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach() for k, v in self.model.state_dict().items()}
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+
+
+@register_trainer_backend("torch")
+def make_torch_trainer(model, cfg) -> TorchTrainer:
+    return TorchTrainer(model, cfg)
