@@ -1,0 +1,160 @@
+"""The RL engine's loop features: RL-ZVP, dynamic sampling, zero-variance dropping, Router Replay
+metrics, the metric sinks, and exact resume after SIGKILL."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
+from stages.rl.config import RLConfig
+from stages.rl.data import RLPrompt
+from stages.rl.engine import train
+
+V = json.dumps({"type": "test"})
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer("")
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+
+
+def planted():
+    """reference 'pass' -> 1, 'fail' -> 0, 'mixed' -> 1, 0, 1, 0, ... over calls."""
+    flip = itertools.cycle([1.0, 0.0])
+    return lambda v, r, ref: {"pass": 1.0, "fail": 0.0}[ref] if ref != "mixed" else next(flip)
+
+
+PROMPTS = [RLPrompt("P", "1+1=?", "pass", V, "math", "a"), RLPrompt("F", "2+2=?", "fail", V, "math", "a"),
+           RLPrompt("M", "3+3=?", "mixed", V, "math", "a")]
+
+
+def _by_prompt(res):
+    out = {}
+    for r in res.rollouts:
+        out.setdefault(r["prompt_id"], []).append(r["advantage"])
+    return out
+
+
+def test_rl_zvp_gives_zero_variance_groups_signed_signal(tok):
+    model = build_model(ModelConfig(), tok, seed=1)
+    cfg = RLConfig(steps=1, prompts_per_step=3, group_size=4, max_new_tokens=8, advantage="rl_zvp", zvp_alpha=0.5)
+    res = train(model, tok, PROMPTS, cfg, score_fn=planted())
+    adv = _by_prompt(res)
+    assert all(a > 0 for a in adv["P"]), adv["P"]              # all passed: +α·H per token
+    assert all(a < 0 for a in adv["F"]), adv["F"]              # all failed: -α·(max H - H)
+    m = res.metrics[0]
+    assert m["zero_variance_all_pass"] == 1 and m["zero_variance_all_fail"] == 1 and m["update_samples"] == 12
+    grpo = train(build_model(ModelConfig(), tok, seed=1), tok, PROMPTS, cfg.model_copy(update={"advantage": "grpo"}),
+                 score_fn=planted())
+    assert set(_by_prompt(grpo)["P"]) == {0.0}
+    assert m["adv_abs_token_mean"] > grpo.metrics[0]["adv_abs_token_mean"]
+
+
+def test_drop_zero_variance_updates_only_groups_with_signal(tok):
+    model = build_model(ModelConfig(), tok, seed=1)
+    res = train(model, tok, PROMPTS, RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8,
+                                              drop_zero_variance=True), score_fn=planted())
+    assert [m["update_samples"] for m in res.metrics] == [4, 4]
+    assert all(m["updated"] == 1.0 for m in res.metrics)
+
+
+def test_dapo_dynamic_sampling_pays_for_the_groups_it_drops(tok):
+    model = build_model(ModelConfig(), tok, seed=1)
+    prompts = PROMPTS + [RLPrompt("M2", "4+4=?", "mixed", V, "math", "a")]
+    cfg = RLConfig(steps=3, prompts_per_step=2, group_size=4, max_new_tokens=8, dynamic_sampling=True,
+                   dynamic_sampling_max_rounds=4)
+    res = train(model, tok, prompts, cfg, score_fn=planted())
+    for m in res.metrics:
+        assert m["groups_kept"] <= 2 and m["zero_variance_rate"] > 0 or m["sampling_rounds"] == 1
+        assert m["reward_std"] > 0                              # only groups with spread reach the update
+        assert m["groups"] == m["samples"] // 4 >= m["groups_kept"]
+    kept_rows = [r for r in res.rollouts if r["prompt_id"] in ("M", "M2")]
+    dropped = [r for r in res.rollouts if r["prompt_id"] in ("P", "F")]
+    assert dropped and all(r["advantage"] == 0.0 for r in dropped) and kept_rows
+    # the rollout budget counts every generated token, dropped groups included
+    assert res.metrics[-1]["rollout_tokens_total"] == sum(r["num_tokens"] for r in res.rollouts)
+    assert any(m["sampling_rounds"] > 1 for m in res.metrics)
+
+
+def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensorboard_png(tok, tmp_path):
+    model = build_model(ModelConfig(), tok, seed=4)
+    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=12, rollout_dtype="bfloat16",
+                   router_replay=True)
+    res = train(model, tok, PROMPTS, cfg, score_fn=planted(), out_dir=tmp_path)
+    for m in res.metrics:
+        assert 0 < m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
+        assert 0.0 < m["routing_agreement"] <= 1.0
+        assert m["logp_gap_max"] >= m["logp_gap_p99"] >= 0
+        assert min(m["time_old_logp_s"], m["time_update_s"], m["time_sync_s"]) >= 0 and m["tokens_per_s"] > 0
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [0, 1]
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
+    assert {"reward.png", "zero_variance.png", "mismatch.png", "routing.png", "time.png"} <= pngs
+    # a shared fp32 rollout recomputes its own log-probs: the gap is rounding only
+    res32 = train(build_model(ModelConfig(), tok, seed=4), tok, PROMPTS, cfg.model_copy(
+        update={"rollout_dtype": "float32", "router_replay": False, "steps": 1}), score_fn=planted())
+    assert res32.metrics[0]["logp_gap_mean"] < 1e-4 < res.metrics[0]["logp_gap_mean_no_replay"]
+
+
+RUN = textwrap.dedent('''
+    import json, os, signal, sys, torch
+    torch.set_num_threads(1)
+    from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
+    from stages.rl.config import RLConfig
+    from stages.rl.data import RLPrompt
+    from stages.rl.engine import train
+    from safetensors.torch import save_file
+    state_dir, out, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    tok = build_tokenizer("")
+    model = build_model(ModelConfig(), tok, seed=5)
+    v = json.dumps({"type": "math_exact"})
+    prompts = [RLPrompt(f"p{i}", f"{i}+{i}=?", str(2 * i), v, "math", "a") for i in range(6)]
+    score = lambda spec, resp, ref: float(len(resp) % 3 == 0)
+    cfg = RLConfig(steps=5, prompts_per_step=3, group_size=4, max_new_tokens=10, lr=1e-3, checkpoint_every=1,
+                   advantage="rl_zvp", policy_loss="espo")
+    def on_step(step, row, m):
+        if step == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    res = train(model, tok, prompts, cfg, score_fn=score, state_dir=state_dir if state_dir != "-" else None,
+                on_step=on_step)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out)
+    print(json.dumps({"steps": [m["step"] for m in res.metrics], "rollouts": len(res.rollouts)}))
+''')
+
+
+def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
+    from safetensors.torch import load_file
+    script = tmp_path / "run.py"
+    script.write_text(RUN)
+    env = {**os.environ, "COMPASS_PROGRESS": "0", "PYTHONPATH": os.getcwd()}
+
+    def run(state, out, kill_at):
+        return subprocess.run([sys.executable, str(script), state, str(out), str(kill_at)], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    whole = run("-", tmp_path / "whole.safetensors", -1)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = run(str(tmp_path / "state"), tmp_path / "resumed.safetensors", 2)
+    assert killed.returncode == -signal.SIGKILL
+    assert (tmp_path / "state" / "rl_state.pt").exists() and not (tmp_path / "resumed.safetensors").exists()
+    resumed = run(str(tmp_path / "state"), tmp_path / "resumed.safetensors", -1)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout.strip().splitlines()[-1]) == json.loads(whole.stdout.strip().splitlines()[-1])
+    a, b = load_file(tmp_path / "whole.safetensors"), load_file(tmp_path / "resumed.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k                        # bit-exact on CPU with the same threads
