@@ -52,6 +52,8 @@ class RLConfig(StrictModel):
     retire_solved: bool = Field(False, description="stop sampling a prompt once a whole group of it passed")
     pass_rate_filter: tuple[float, float] | None = Field(
         None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
+    rollout_token_budget: int = Field(0, ge=0, description="stop once this many tokens were generated "
+                                                           "(0: run all steps); equal-budget comparisons")
     checkpoint_every: int = Field(0, ge=0, description="save the RL state for resume every K steps (0: never)")
 
     @field_validator("rollout_backend")

@@ -451,6 +451,10 @@ class _Loop:
                 self.save(step + 1)
             if self.on_step is not None:
                 self.on_step(step, row, self.model)
+            if cfg.rollout_token_budget and self.rollout_tokens >= cfg.rollout_token_budget:
+                self.log.info("%s: rollout token budget %d reached at step %d", self.desc, cfg.rollout_token_budget,
+                              step)
+                break
         if cfg.trainer_backend != "torch":          # the HF policy the stage saves gets the trained weights
             with torch.no_grad():
                 self.model.load_state_dict(self.trainer.hf_state_dict())
