@@ -414,6 +414,8 @@ class _Loop:
 
     def old_logprobs(self, batch, routes):
         """Trainer log-probs and entropy ``[B, L-1]``, and the trainer's own routes when it routed freely."""
+        if routes is None and hasattr(self.trainer, "logprobs_with_routes"):     # megatron: RECORD in one forward
+            return self.trainer.logprobs_with_routes(batch)
         if routes is None and _is_moe(self.model) and self.cfg.trainer_backend == "torch":
             from stages.rl.router_replay import record_routes
             with record_routes(self.model) as rec:
