@@ -158,3 +158,16 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k                        # bit-exact on CPU with the same threads
+
+
+def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(tok):
+    model = build_model(ModelConfig(), tok, seed=6)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, lr=1e-3, trainer_backend="megatron",
+                   rollout_dtype="bfloat16", router_replay=True)
+    res = train(model, tok, PROMPTS, cfg, score_fn=planted())
+    for m in res.metrics:
+        assert m["updated"] == 1.0 and m["logp_gap_mean"] < m["logp_gap_mean_no_replay"]
+        assert 0.0 < m["routing_agreement"] <= 1.0
+    # the HF policy the stage saves holds the megatron-trained weights
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
