@@ -54,7 +54,8 @@ class RLConfig(StrictModel):
         None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
     rollout_token_budget: int = Field(0, ge=0, description="stop once this many tokens were generated "
                                                            "(0: run all steps); equal-budget comparisons")
-    checkpoint_every: int = Field(0, ge=0, description="save the RL state for resume every K steps (0: never)")
+    checkpoint_every: int = Field(5, ge=0, description="save the RL state for resume every K steps (0: never); "
+                                                      "an RL stage re-run after a kill resumes from it")
 
     @field_validator("rollout_backend")
     @classmethod

@@ -39,8 +39,16 @@ class MetricsLog:
                 self._tb = SummaryWriter(log_dir=str(self.dir / "tensorboard"))
 
     def restore(self, rows: list[dict]) -> None:
-        """Rows of an interrupted run being resumed (already in the JSONL; not written again)."""
+        """Rows of an interrupted run being resumed: the JSONL is rewritten with exactly these
+        (a resumed stage writes into a fresh directory; a resumed run in the same one must not
+        repeat the steps logged after its last saved state)."""
         self.rows = list(rows)
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = open(self.dir / "metrics.jsonl", "w")
+            for row in self.rows:
+                self._jsonl.write(json.dumps(row, sort_keys=True) + "\n")
+            self._jsonl.flush()
 
     def log(self, row: dict) -> None:
         self.rows.append(row)

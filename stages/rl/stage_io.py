@@ -8,8 +8,10 @@ Outputs (slots of both RL stages):
 """
 from __future__ import annotations
 
-import json
 import logging
+import os
+import shutil
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -17,8 +19,15 @@ import torch
 from stages.common.model_factory import load_checkpoint, save_checkpoint
 from stages.common.store import Artifact, ArtifactWriter
 from stages.rl.config import RLConfig
-from stages.rl.data import RLPrompt
+from stages.rl.data import RLPrompt, filter_by_pass_rate
 from stages.rl.engine import RLResult, ScoreFn, rollouts_table, train
+
+
+def state_dir_for(desc: str, version: str) -> Path:
+    """Where an RL stage run keeps its resumable state: one directory per (stage, output version),
+    under ``$COMPASS_RL_STATE`` (default ``.compass/rl_state``), so a re-run of the same stage
+    version after a kill finds it."""
+    return Path(os.environ.get("COMPASS_RL_STATE", ".compass/rl_state")) / desc / version
 
 
 def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
@@ -31,21 +40,30 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     """
     if not prompts:
         raise ValueError(f"{desc}: no prompts to train on")
+    extra = dict(extra or {})
+    if cfg.pass_rate_filter is not None:
+        lo, hi = cfg.pass_rate_filter
+        prompts, dropped = filter_by_pass_rate(prompts, lo, hi)
+        extra.update(dropped)
+        log.info("%s: zero-variance elimination before rollout dropped %s", desc, dropped)
+        if not prompts:
+            raise ValueError(f"{desc}: pass_rate_filter {cfg.pass_rate_filter} left no prompt to train on")
     model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
     log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
              min(cfg.prompts_per_step, len(prompts)), cfg.group_size, policy.uri)
-    result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc)
-    summary = {**result.summary(), **(extra or {}), "policy": policy.uri, "provisional": True}
-
     ckpt = outputs["checkpoint"]
+    state_dir = state_dir_for(desc, ckpt.version) if cfg.checkpoint_every else None
+    # metrics.jsonl, tensorboard/ and plots/ go beside the checkpoint
+    result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc, out_dir=ckpt.dir,
+                   state_dir=state_dir)
+    summary = {**result.summary(), **extra, "policy": policy.uri}
     save_checkpoint(model, tok, ckpt.dir, meta={"stage": desc, **summary})
-    with open(ckpt.path("metrics.jsonl"), "w") as f:
-        for row in result.metrics:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
     outputs["prompt_stats"].write_table(result.prompt_stats.table())
     outputs["rollouts"].write_table(rollouts_table(result.rollouts))
     for w in outputs.values():
         w.extra.update(summary)
+    if state_dir is not None:
+        shutil.rmtree(state_dir, ignore_errors=True)        # the outputs hold it all now
     log.info("%s: reward %.3f -> %.3f, zero-variance rate %.2f, %d tokens in %.1fs", desc,
              summary["reward_mean_first"], summary["reward_mean_last"], summary["zero_variance_rate"],
              summary["tokens"], summary["time_s"])

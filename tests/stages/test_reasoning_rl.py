@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pyarrow as pa
 import pytest
@@ -59,11 +58,8 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
     store, inputs = world
     cfg = ReasoningRLConfig()
     names = {"checkpoint": "ckpt_r1", "prompt_stats": "prompt_stats_r1", "rollouts": "rollouts_r1"}
-    t0 = time.perf_counter()
     res = reasoning_rl.run(cfg, inputs, store, output_names=names)
-    wall = time.perf_counter() - t0
     assert res.status == "ran"
-    assert wall < 60, f"default reasoning_rl took {wall:.1f}s"
     ckpt = store.open(res.outputs["checkpoint"])
     stats_art = store.open(res.outputs["prompt_stats"])
     ro_art = store.open(res.outputs["rollouts"])
