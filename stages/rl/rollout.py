@@ -55,7 +55,7 @@ class RolloutBackend(Protocol):
     def close(self) -> None: ...
 
 
-# name -> factory(model, tok, cfg) returning a RolloutBackend
+# name -> factory(model, tok, **options) returning a RolloutBackend (options: dtype, record_routes, share, ...)
 ROLLOUT_BACKENDS = Registry("rollout backend")
 register_rollout_backend = ROLLOUT_BACKENDS.register
 
