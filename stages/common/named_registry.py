@@ -33,6 +33,18 @@ class Registry(dict):
             return fn
         return deco
 
+    def lookup_in_module(self, name: str, module_prefix: str) -> Callable:
+        """``lookup(name)`` after importing only ``module_prefix + name`` (entries that live in their
+        own, possibly heavy, module: e.g. ``stages.rl.trainer_megatron``). A missing module is an
+        unknown name, not an import error."""
+        if name not in self:
+            try:
+                importlib.import_module(module_prefix + name)
+            except ModuleNotFoundError as e:
+                if e.name != module_prefix + name:
+                    raise
+        return self.lookup(name)
+
     def lookup(self, name: str) -> Callable:
         try:
             return self[name]

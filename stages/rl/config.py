@@ -5,6 +5,8 @@ The defaults are the tiny values that run each RL stage in a few seconds on
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from stages.common.config import StrictModel
@@ -38,10 +40,10 @@ class RLConfig(StrictModel):
                                                                        "(default: clip_eps)")
     zvp_alpha: float = Field(0.1, gt=0, description="RL-ZVP eq. 5: scale of the entropy-shaped advantage on "
                                                     "zero-variance groups")
-    rollout_backend: str = Field("hf", description="rollout backend: hf (transformers generate) or vllm")
-    rollout_dtype: str = Field("float32", description="rollout precision: float32 shares the trainer's weights; "
+    rollout_backend: Literal["hf", "vllm"] = Field("hf", description="rollout backend: hf (transformers generate) or vllm")
+    rollout_dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="rollout precision: float32 shares the trainer's weights; "
                                                       "bfloat16 is a synced copy (the train-inference split)")
-    trainer_backend: str = Field("torch", description="trainer backend: torch or megatron")
+    trainer_backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
     router_replay: bool = Field(False, description="record MoE routes at rollout and replay them in the "
                                                    "old-log-prob recompute and the update")
     drop_zero_variance: bool = Field(False, description="leave zero-variance groups (all advantages 0) out of "
@@ -56,27 +58,6 @@ class RLConfig(StrictModel):
                                                            "(0: run all steps); equal-budget comparisons")
     checkpoint_every: int = Field(5, ge=0, description="save the RL state for resume every K steps (0: never); "
                                                       "an RL stage re-run after a kill resumes from it")
-
-    @field_validator("rollout_backend")
-    @classmethod
-    def _known_rollout(cls, v: str) -> str:
-        if v not in ("hf", "vllm"):
-            raise ValueError(f"unknown rollout backend '{v}' (known: hf, vllm)")
-        return v
-
-    @field_validator("trainer_backend")
-    @classmethod
-    def _known_trainer(cls, v: str) -> str:
-        if v not in ("torch", "megatron"):
-            raise ValueError(f"unknown trainer backend '{v}' (known: megatron, torch)")
-        return v
-
-    @field_validator("rollout_dtype")
-    @classmethod
-    def _known_dtype(cls, v: str) -> str:
-        if v not in ("float32", "bfloat16", "float16"):
-            raise ValueError(f"rollout_dtype must be float32, bfloat16 or float16, got '{v}'")
-        return v
 
     @field_validator("advantage")
     @classmethod

@@ -42,7 +42,6 @@ from stages.rl.rl_state import load_state, save_state
 from stages.rl.rollout import SamplingParams, get_rollout_backend
 from stages.rl.trainer import get_trainer_backend
 
-_call_with_supported = call_with_supported          # the old private name, kept for callers
 __all__ = ["PromptStats", "rollouts_table", "token_logprobs", "train", "RLResult"]
 
 ScoreFn = Callable[[str, str, str], float]   # (verifier_json, response, reference) -> reward in [0, 1]
@@ -95,35 +94,10 @@ def compute_advantages(rewards: torch.Tensor, cfg: RLConfig, entropy: torch.Tens
 
 def policy_update(model, optimizer, batch: dict[str, torch.Tensor], advantages: torch.Tensor,
                   cfg: RLConfig) -> dict[str, float]:
-    """One policy-gradient step on a rollout batch (single update: ``old_logp`` = detached ``logp``).
-
-    ``batch``: :func:`build_batch` output for B completions; ``advantages`` ``[B]``.
-    When every advantage is 0 there is no signal: the forward runs (for the
-    entropy metric) but no backward or optimizer step ("updated": 0.0).
-    """
-    model.train()
-    mask = batch["completion_mask"][:, 1:]                                  # aligned with logp [B, L-1]
-    advantages = advantages.detach().float()
-    has_signal = bool((advantages != 0).any())
-    with torch.set_grad_enabled(has_signal):
-        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
-        old_logp = logp.detach()
-        loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp, advantages, mask,
-                                        clip_eps=cfg.clip_eps, entropy=entropy.detach(),
-                                        vocab_size=model.config.vocab_size, espo_alpha=cfg.espo_alpha,
-                                        espo_groups=cfg.espo_groups)
-    grad_norm = 0.0
-    if has_signal:
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    with torch.no_grad():
-        tok_adv = advantages.abs().unsqueeze(1).expand_as(mask)
-        return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
-                "adv_abs_token_mean": float(masked_mean(tok_adv, mask)), "grad_norm": grad_norm,
-                "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+    """One policy-gradient step with ``old_logp`` = this forward's detached log-probs
+    (:func:`stages.rl.trainer_torch.policy_step`)."""
+    from stages.rl.trainer_torch import policy_step
+    return policy_step(model, optimizer, batch, advantages, cfg)
 
 
 def routes_batch(prefixes: Sequence[Sequence[int]], completions: Sequence, width: int) -> torch.Tensor | None:

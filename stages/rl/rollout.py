@@ -62,11 +62,4 @@ register_rollout_backend = ROLLOUT_BACKENDS.register
 
 def get_rollout_backend(name: str):
     """The factory of rollout backend ``name``, importing only its module (``stages.rl.rollout_<name>``)."""
-    import importlib
-    if name not in ROLLOUT_BACKENDS:
-        try:
-            importlib.import_module(f"stages.rl.rollout_{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"stages.rl.rollout_{name}":
-                raise
-    return ROLLOUT_BACKENDS.lookup(name)
+    return ROLLOUT_BACKENDS.lookup_in_module(name, "stages.rl.rollout_")

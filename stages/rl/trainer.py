@@ -50,11 +50,4 @@ register_trainer_backend = TRAINER_BACKENDS.register
 
 def get_trainer_backend(name: str):
     """The factory of trainer backend ``name``, importing only its module (``stages.rl.trainer_<name>``)."""
-    import importlib
-    if name not in TRAINER_BACKENDS:
-        try:
-            importlib.import_module(f"stages.rl.trainer_{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"stages.rl.trainer_{name}":
-                raise
-    return TRAINER_BACKENDS.lookup(name)
+    return TRAINER_BACKENDS.lookup_in_module(name, "stages.rl.trainer_")

@@ -22,6 +22,41 @@ def _replay(model, routes):
     return replay_routes(model, routes)
 
 
+def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None) -> dict[str, float]:
+    """One policy-gradient step of ``cfg.policy_loss`` on a :func:`~stages.rl.engine.build_batch` batch.
+
+    ``advantages`` ``[B]`` or ``[B, L-1]``; ``old_logp`` ``[B, L-1]``, or None for the
+    detached log-probs of this same forward (a single update per batch: ratio 1).
+    When every advantage is 0 there is no signal: the forward runs (for the entropy
+    metric) but no backward or optimizer step (``updated`` 0).
+    """
+    model.train()
+    mask = batch["completion_mask"][:, 1:]
+    advantages = advantages.detach().float()
+    has_signal = bool((advantages != 0).any())
+    grad_norm = 0.0
+    with torch.set_grad_enabled(has_signal), _replay(model, routes):
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
+        old = logp.detach() if old_logp is None else old_logp.detach()
+        loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old, advantages, mask,
+                                       clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
+                                       entropy=entropy.detach(), vocab_size=model.config.vocab_size,
+                                       espo_alpha=cfg.espo_alpha, espo_groups=cfg.espo_groups)
+        if has_signal:
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+    if has_signal:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        tok_adv = advantages.abs()
+        tok_adv = tok_adv.unsqueeze(1).expand_as(mask) if tok_adv.dim() == 1 else tok_adv
+        return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
+                "adv_abs_token_mean": float(masked_mean(tok_adv, mask)), "grad_norm": grad_norm,
+                "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+
+
 class TorchTrainer:
     name = "torch"
 
@@ -42,32 +77,9 @@ class TorchTrainer:
 
     def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
         """One AdamW step on ``cfg.policy_loss``; no step (``updated`` 0) when every advantage is 0."""
-        model = self.model
-        model.train()
-        mask = batch["completion_mask"][:, 1:]
-        advantages = advantages.detach().float()
-        has_signal = bool((advantages != 0).any())
-        with torch.set_grad_enabled(has_signal), _replay(model, routes):
-            logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
-            loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old_logp.detach(), advantages,
-                                           mask, clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
-                                           entropy=entropy.detach(), vocab_size=model.config.vocab_size,
-                                           espo_alpha=cfg.espo_alpha, espo_groups=cfg.espo_groups)
-            grad_norm = 0.0
-            if has_signal:
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-        if has_signal:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.steps += 1
-        with torch.no_grad():
-            tok_adv = advantages.abs()
-            tok_adv = tok_adv.unsqueeze(1).expand_as(mask) if tok_adv.dim() == 1 else tok_adv
-            return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
-                    "adv_abs_token_mean": float(masked_mean(tok_adv, mask)), "grad_norm": grad_norm,
-                    "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+        m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes)
+        self.steps += int(m["updated"])
+        return m
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         return {k: v.detach() for k, v in self.model.state_dict().items()}
