@@ -40,7 +40,9 @@ class RLConfig(StrictModel):
                                                                        "(default: clip_eps)")
     zvp_alpha: float = Field(0.1, gt=0, description="RL-ZVP eq. 5: scale of the entropy-shaped advantage on "
                                                     "zero-variance groups")
-    rollout_backend: Literal["hf", "vllm"] = Field("hf", description="rollout backend: hf (transformers generate) or vllm")
+    rollout_backend: Literal["auto", "native", "hf", "vllm"] = Field(
+        "auto", description="rollout backend: native (our KV-cache decoder for Qwen3/Qwen3-MoE), hf (transformers "
+                            "generate), vllm; auto = native where the model is supported, else hf")
     rollout_dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="rollout precision: float32 shares the trainer's weights; "
                                                       "bfloat16 is a synced copy (the train-inference split)")
     trainer_backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")

@@ -113,6 +113,16 @@ def routes_batch(prefixes: Sequence[Sequence[int]], completions: Sequence, width
     return out
 
 
+def rollout_values(field: str, prefixes: Sequence[Sequence[int]], completions: Sequence,
+                   shape: tuple[int, int]) -> torch.Tensor:
+    """The rollout's per-token ``field`` (``logprobs`` or ``entropies``, ``[len(ids)]`` each) laid out
+    like the trainer's ``[B, L-1]`` tensors (position ``t`` scores token ``t+1``), 0 elsewhere."""
+    out = torch.zeros(shape, dtype=torch.float32)
+    for i, (p, c) in enumerate(zip(prefixes, completions)):
+        out[i, len(p) - 1: len(p) - 1 + len(c.ids)] = torch.from_numpy(np.asarray(getattr(c, field), dtype=np.float32))
+    return out
+
+
 def logprob_gap(trainer_logp: torch.Tensor, prefixes: Sequence[Sequence[int]], completions: Sequence,
                 mask: torch.Tensor) -> dict[str, float]:
     """Train–inference mismatch: |trainer log p - rollout log p| over every completion token.
@@ -120,9 +130,7 @@ def logprob_gap(trainer_logp: torch.Tensor, prefixes: Sequence[Sequence[int]], c
     ``trainer_logp`` ``[B, L-1]`` (position ``t`` scores token ``t+1``); each completion's
     rollout ``logprobs`` ``[len(ids)]``. Returns mean, p99 and max.
     """
-    roll = torch.zeros_like(trainer_logp)
-    for i, (p, c) in enumerate(zip(prefixes, completions)):
-        roll[i, len(p) - 1: len(p) - 1 + len(c.ids)] = torch.from_numpy(np.asarray(c.logprobs, dtype=np.float32))
+    roll = rollout_values("logprobs", prefixes, completions, tuple(trainer_logp.shape))
     gaps = (trainer_logp - roll).abs()[mask.bool()]
     if gaps.numel() == 0:
         return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0, "logp_gap_max": 0.0}
@@ -196,21 +204,35 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         from stages.gym.service import RewardService
         service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
     trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
-    shares = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and cfg.rollout_backend == "hf"
+    backend = resolve_rollout_backend(cfg.rollout_backend, model)
+    shares = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and backend in ("hf", "native")
     options = {"dtype": cfg.rollout_dtype}
-    if cfg.rollout_backend == "hf":
+    if backend in ("hf", "native"):
         options["record_routes"] = cfg.router_replay or _is_moe(model)
         options["share"] = shares
-    rollout = get_rollout_backend(cfg.rollout_backend)(model, tok, **options)
+    rollout = get_rollout_backend(backend)(model, tok, **options)
     metrics_log = MetricsLog(out_dir)
     try:
-        return _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
-                     log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step).run()
+        loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
+                     log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
+        # the rollout sampled from the trainer's own weights in the trainer's precision: its log-probs are the
+        # old policy's, so the recompute pass is skipped (the update's forward still measures the gap)
+        loop.rollout_is_policy = shares and not cfg.router_replay
+        return loop.run()
     finally:
         metrics_log.close()
         rollout.close()
         if service is not None:
             service.close()
+
+
+def resolve_rollout_backend(name: str, model) -> str:
+    """``auto`` -> ``native`` where our decoder supports the model (measured faster than ``hf``:
+    docs/benchmarks.md), else ``hf``; any other name as given."""
+    if name != "auto":
+        return name
+    from stages.rl.rollout_native import unsupported
+    return "native" if unsupported(model.config) is None else "hf"
 
 
 def _is_moe(model) -> bool:
@@ -230,6 +252,7 @@ class _Loop:
         self.prefix_cache: dict[str, list[int]] = {}
         self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
         self.start = 0
+        self.rollout_is_policy = False     # True: no old-log-prob recompute (see train)
 
     def prefix(self, p: RLPrompt) -> list[int]:
         if p.id not in self.prefix_cache:
@@ -330,10 +353,15 @@ class _Loop:
             if cfg.router_replay and routes is None:
                 raise RuntimeError(f"router_replay: the {cfg.rollout_backend} rollout returned no routes "
                                    f"(is the policy a MoE model?)")
+            reuse = self.rollout_is_policy and all(c.entropies is not None for c in comps)
             t0 = time.perf_counter()
-            old_logp, entropy, free_routes = self.old_logprobs(batch, routes)
+            if reuse:          # old log-probs = the update forward's own (ratio 1); entropy from the sampler
+                old_logp, free_routes = None, None
+                entropy = rollout_values("entropies", prefixes, comps, tuple(mask.shape))
+            else:
+                old_logp, entropy, free_routes = self.old_logprobs(batch, routes)
+                row.update(logprob_gap(old_logp, prefixes, comps, mask))
             timing["old_logp"] = time.perf_counter() - t0
-            row.update(logprob_gap(old_logp, prefixes, comps, mask))
             if cfg.router_replay:
                 free_logp, _, free_routes = self.old_logprobs(batch, None)      # the mismatch replay removes
                 row["logp_gap_mean_no_replay"] = logprob_gap(free_logp, prefixes, comps, mask)["logp_gap_mean"]
@@ -353,9 +381,14 @@ class _Loop:
             if keep.numel() > 0:
                 sub = {k: v[keep] for k, v in batch.items()}
                 t0 = time.perf_counter()
-                upd = self.trainer.update(sub, adv[keep], old_logp[keep], cfg,
+                upd = self.trainer.update(sub, adv[keep], old_logp[keep] if old_logp is not None else None, cfg,
                                           routes[keep] if routes is not None else None)
                 timing["update"] = time.perf_counter() - t0
+                pre_step = getattr(self.trainer, "last", {}).get("logp")
+                if reuse and pre_step is not None:
+                    kept = keep.tolist()
+                    row.update(logprob_gap(pre_step, [prefixes[i] for i in kept], [comps[i] for i in kept],
+                                           mask[keep]))
                 t0 = time.perf_counter()
                 self.rollout.sync_weights(self.trainer.hf_state_dict())
                 timing["sync"] = time.perf_counter() - t0

@@ -175,7 +175,11 @@ def record_routes(model: nn.Module) -> Iterator[RouteRecorder]:
         rec._shapes.append(_batch_shape(args, kwargs))
 
     try:
-        handles.append(model.register_forward_pre_hook(pre_hook, with_kwargs=True))
+        # on the decoder body: full-model calls reach it too, and so do callers that skip the LM head
+        # (policy_forward.token_logprobs with ``only``)
+        body = getattr(model, "model", None)
+        shaped = body if isinstance(body, nn.Module) else model
+        handles.append(shaped.register_forward_pre_hook(pre_hook, with_kwargs=True))
         for j, r in enumerate(routers):
             handles.append(r.register_forward_hook(make_hook(j)))
         yield rec

@@ -22,13 +22,15 @@ def _replay(model, routes):
     return replay_routes(model, routes)
 
 
-def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None) -> dict[str, float]:
+def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None,
+                sink: dict | None = None) -> dict[str, float]:
     """One policy-gradient step of ``cfg.policy_loss`` on a :func:`~stages.rl.engine.build_batch` batch.
 
     ``advantages`` ``[B]`` or ``[B, L-1]``; ``old_logp`` ``[B, L-1]``, or None for the
     detached log-probs of this same forward (a single update per batch: ratio 1).
     When every advantage is 0 there is no signal: the forward runs (for the entropy
-    metric) but no backward or optimizer step (``updated`` 0).
+    metric) but no backward or optimizer step (``updated`` 0). ``sink``, when given, gets
+    ``"logp"``: this forward's detached log-probs ``[B, L-1]`` (the pre-step policy's).
     """
     model.train()
     mask = batch["completion_mask"][:, 1:]
@@ -36,12 +38,14 @@ def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, rout
     has_signal = bool((advantages != 0).any())
     grad_norm = 0.0
     with torch.set_grad_enabled(has_signal), _replay(model, routes):
-        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature)
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature, only=mask)
         old = logp.detach() if old_logp is None else old_logp.detach()
         loss, lm = call_with_supported(get_policy_loss(cfg.policy_loss), logp, old, advantages, mask,
                                        clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
                                        entropy=entropy.detach(), vocab_size=model.config.vocab_size,
                                        espo_alpha=cfg.espo_alpha, espo_groups=cfg.espo_groups)
+        if sink is not None:
+            sink["logp"] = logp.detach()
         if has_signal:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -65,19 +69,23 @@ class TorchTrainer:
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.steps = 0
         self.temperature = cfg.temperature
+        self.last = {}              # the last update's pre-step log-probs ("logp" [B, L-1]): the mismatch metric
 
     @torch.no_grad()
     def logprobs(self, batch, routes=None):
         was_training = self.model.training
         self.model.eval()
         with _replay(self.model, routes):
-            out = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature)
+            out = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature,
+                                 only=batch["completion_mask"][:, 1:])
         self.model.train(was_training)
         return out
 
     def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
         """One AdamW step on ``cfg.policy_loss``; no step (``updated`` 0) when every advantage is 0."""
-        m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes)
+        self.last = {}
+        m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
+                        sink=self.last)
         self.steps += int(m["updated"])
         return m
 

@@ -95,10 +95,15 @@ def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensor
                    router_replay=True)
     res = train(model, tok, PROMPTS, cfg, score_fn=planted(), out_dir=tmp_path)
     for m in res.metrics:
-        assert 0 < m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
         assert 0.0 < m["routing_agreement"] <= 1.0
+        # replay removes the part of the gap that routing flips cause; with no flip there is nothing to remove
+        if m["routing_agreement"] < 1.0:
+            assert 0 < m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
+        else:
+            assert 0 < m["logp_gap_mean"] == pytest.approx(m["logp_gap_mean_no_replay"]), m
         assert m["logp_gap_max"] >= m["logp_gap_p99"] >= 0
         assert min(m["time_old_logp_s"], m["time_update_s"], m["time_sync_s"]) >= 0 and m["tokens_per_s"] > 0
+    assert any(m["routing_agreement"] < 1.0 for m in res.metrics)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [0, 1]
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
@@ -167,7 +172,9 @@ def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(to
                    rollout_dtype="bfloat16", router_replay=True)
     res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     for m in res.metrics:
-        assert m["updated"] == 1.0 and m["logp_gap_mean"] < m["logp_gap_mean_no_replay"]
-        assert 0.0 < m["routing_agreement"] <= 1.0
+        assert m["updated"] == 1.0 and 0.0 < m["routing_agreement"] <= 1.0
+        # strictly smaller when some route flipped; equal when none did (nothing for replay to remove)
+        assert m["logp_gap_mean"] < m["logp_gap_mean_no_replay"] or (
+            m["routing_agreement"] == 1.0 and m["logp_gap_mean"] == pytest.approx(m["logp_gap_mean_no_replay"]))
     # the HF policy the stage saves holds the megatron-trained weights
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())

@@ -130,7 +130,9 @@ def hf_token_logprobs(model, batch):
 
 
 def max_abs_valid(a, b, batch):
-    valid = batch["attention_mask"][:, 1:].bool()
+    """Largest difference over completion tokens: where a trainer's ``logprobs`` is defined (the torch
+    trainer leaves prompt positions 0: it projects only completion positions onto the vocabulary)."""
+    valid = batch["completion_mask"][:, 1:].bool()
     return float((a - b)[valid].abs().max())
 
 
