@@ -45,6 +45,10 @@ class RLConfig(StrictModel):
                             "generate), vllm; auto = native where the model is supported, else hf")
     rollout_dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="rollout precision: float32 shares the trainer's weights; "
                                                       "bfloat16 is a synced copy (the train-inference split)")
+    rollout_workers: int = Field(0, ge=0, description="0: the rollout runs in the controller's process; N: N Ray "
+                                                      "actors each run the rollout backend on a share of the prompts "
+                                                      "(stages.rl.rollout_ray)")
+    trainer_actor: bool = Field(False, description="run the trainer backend in a Ray actor (stages.rl.trainer_ray)")
     trainer_backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
     router_replay: bool = Field(False, description="record MoE routes at rollout and replay them in the "
                                                    "old-log-prob recompute and the update")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 import time
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -170,20 +170,39 @@ def _default_score() -> ScoreFn:
     return score
 
 
-def _score_groups(batch_prompts, groups, score_fn: ScoreFn, service) -> tuple[torch.Tensor, int]:
-    """Rewards [G, N] of every sample, and how many the reward service answered with a failure (scored 0).
+def _stream(rollout, prompt_ids, n: int, sampling) -> Iterator[tuple[int, list]]:
+    """``(prompt index, group)`` as the rollout finishes them: a backend with ``generate_stream``
+    (e.g. a pool of Ray workers) yields each worker's groups as they come; others yield all at the end."""
+    if hasattr(rollout, "generate_stream"):
+        yield from rollout.generate_stream(prompt_ids, n, sampling)
+    else:
+        yield from enumerate(rollout.generate(prompt_ids, n, sampling))
 
-    With a service, every sample is submitted before any result is awaited, so the workers score in parallel.
+
+def _rollout_and_score(rollout, batch_prompts, prompt_ids, n, sampling, score_fn: ScoreFn, service):
+    """Generate and score, scoring each group as soon as it arrives (overlapping the rollout workers that
+    are still generating). With a reward service every sample is submitted before any result is awaited.
+
+    Returns the groups, rewards ``[G, N]``, failures (reward-service errors, scored 0) and seconds spent scoring.
     """
-    if service is None:
-        values = [[float(score_fn(p.verifier, c.text, p.reference)) for c in group]
-                  for p, group in zip(batch_prompts, groups)]
-        return torch.tensor(values, dtype=torch.float32), 0
-    futures = [[service.submit_spec(p.verifier, c.text, p.reference) for c in group]
-               for p, group in zip(batch_prompts, groups)]
-    results = [[f.result() for f in row] for row in futures]
-    failures = sum(r.kind != "ok" for row in results for r in row)
-    return torch.tensor([[r.score for r in row] for row in results], dtype=torch.float32), failures
+    groups: list = [None] * len(batch_prompts)
+    pending: list = [None] * len(batch_prompts)
+    scoring_s = 0.0
+    for i, group in _stream(rollout, prompt_ids, n, sampling):
+        groups[i] = group
+        p = batch_prompts[i]
+        t0 = time.perf_counter()
+        pending[i] = ([service.submit_spec(p.verifier, c.text, p.reference) for c in group] if service is not None
+                      else [float(score_fn(p.verifier, c.text, p.reference)) for c in group])
+        scoring_s += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    failures = 0
+    if service is not None:
+        results = [[f.result() for f in row] for row in pending]
+        failures = sum(r.kind != "ok" for row in results for r in row)
+        pending = [[r.score for r in row] for row in results]
+    scoring_s += time.perf_counter() - t0
+    return groups, torch.tensor(pending, dtype=torch.float32), failures, scoring_s
 
 
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
@@ -203,25 +222,38 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     if score_fn is None and cfg.reward_workers > 0:
         from stages.gym.service import RewardService
         service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
-    trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
+    if cfg.trainer_actor:
+        from stages.rl.trainer_ray import RayTrainer
+        trainer = RayTrainer(cfg.trainer_backend, model, cfg)
+    else:
+        trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
     backend = resolve_rollout_backend(cfg.rollout_backend, model)
-    shares = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and backend in ("hf", "native")
+    # same weights in the same precision on both sides (shared, or a copy synced every step)
+    same_policy = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and backend in ("hf", "native")
     options = {"dtype": cfg.rollout_dtype}
     if backend in ("hf", "native"):
         options["record_routes"] = cfg.router_replay or _is_moe(model)
-        options["share"] = shares
-    rollout = get_rollout_backend(backend)(model, tok, **options)
+        options["share"] = same_policy and not cfg.trainer_actor and not cfg.rollout_workers
+    rollout = None
     metrics_log = MetricsLog(out_dir)
     try:
+        if cfg.rollout_workers:
+            from stages.rl.rollout_ray import RayRolloutPool
+            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout_workers, **options)
+        else:
+            rollout = get_rollout_backend(backend)(model, tok, **options)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
                      log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
         # the rollout sampled from the trainer's own weights in the trainer's precision: its log-probs are the
         # old policy's, so the recompute pass is skipped (the update's forward still measures the gap)
-        loop.rollout_is_policy = shares and not cfg.router_replay
+        loop.rollout_is_policy = same_policy and not cfg.router_replay
         return loop.run()
     finally:
         metrics_log.close()
-        rollout.close()
+        if rollout is not None:
+            rollout.close()
+        if hasattr(trainer, "close"):
+            trainer.close()
         if service is not None:
             service.close()
 
@@ -272,7 +304,7 @@ class _Loop:
         self.rollout_tokens = state["rollout_tokens"]
         self.start = state["step"]
         torch.set_rng_state(state["torch_rng"])
-        self.rollout.sync_weights(self.trainer.hf_state_dict())
+        self.sync_rollout()
         self.log.info("%s: resumed at step %d of %d from %s", self.desc, self.start, self.cfg.steps, self.state_dir)
 
     def save(self, next_step: int) -> None:
@@ -280,6 +312,19 @@ class _Loop:
                                     "sampler": self.sampler.state(), "stats": self.stats._rows,
                                     "rollouts": self.rollouts, "metrics": self.metrics.rows,
                                     "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state()})
+
+    def sync_rollout(self) -> None:
+        """The trainer's weights to the rollout (actor to actors directly when both are Ray)."""
+        if hasattr(self.trainer, "hf_state_dict_ref") and hasattr(self.rollout, "generate_stream"):
+            self.rollout.sync_weights(self.trainer.hf_state_dict_ref())
+        else:
+            self.rollout.sync_weights(self.trainer.hf_state_dict())
+
+    def trained_weights_to_model(self) -> None:
+        """Load the trainer's weights into the driver's HF model when the trainer trains its own copy."""
+        if self.cfg.trainer_backend != "torch" or self.cfg.trainer_actor:
+            with torch.no_grad():
+                self.model.load_state_dict(self.trainer.hf_state_dict())
 
     # -- one step ---------------------------------------------------------------------
     def generate_groups(self, step: int, timing: dict) -> tuple[list, list, torch.Tensor, dict]:
@@ -298,11 +343,11 @@ class _Loop:
             t0 = time.perf_counter()
             sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                       seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
-            groups = self.rollout.generate([self.prefix(p) for p in batch_prompts], cfg.group_size, sampling)
-            t1 = time.perf_counter()
-            rewards, failures = _score_groups(batch_prompts, groups, self.score_fn, self.service)
-            timing["rollout"] += t1 - t0
-            timing["reward"] += time.perf_counter() - t1
+            groups, rewards, failures, scoring_s = _rollout_and_score(
+                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], cfg.group_size, sampling,
+                self.score_fn, self.service)
+            timing["rollout"] += time.perf_counter() - t0 - scoring_s
+            timing["reward"] += scoring_s
             counts["rounds"] += 1
             counts["reward_failures"] += failures
             counts["groups_generated"] += len(groups)
@@ -390,7 +435,7 @@ class _Loop:
                     row.update(logprob_gap(pre_step, [prefixes[i] for i in kept], [comps[i] for i in kept],
                                            mask[keep]))
                 t0 = time.perf_counter()
-                self.rollout.sync_weights(self.trainer.hf_state_dict())
+                self.sync_rollout()
                 timing["sync"] = time.perf_counter() - t0
             row["adv_abs_mean"] = float(adv.abs().mean())
             row["adv_abs_token_mean"] = float(masked_mean(
@@ -459,12 +504,11 @@ class _Loop:
             if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
                 self.save(step + 1)
             if self.on_step is not None:
+                self.trained_weights_to_model()
                 self.on_step(step, row, self.model)
             if cfg.rollout_token_budget and self.rollout_tokens >= cfg.rollout_token_budget:
                 self.log.info("%s: rollout token budget %d reached at step %d", self.desc, cfg.rollout_token_budget,
                               step)
                 break
-        if cfg.trainer_backend != "torch":          # the HF policy the stage saves gets the trained weights
-            with torch.no_grad():
-                self.model.load_state_dict(self.trainer.hf_state_dict())
+        self.trained_weights_to_model()             # the HF policy the stage saves gets the trained weights
         return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats)
