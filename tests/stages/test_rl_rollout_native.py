@@ -154,3 +154,39 @@ def test_unsupported_models_are_named_and_auto_falls_back_to_hf(tok):
     assert "model_type 'llama'" in unsupported(odd.config)
     with pytest.raises(ValueError, match="dtype must be one of"):
         NativeRollout(model, tok, dtype="int8")
+
+
+def test_shared_prefix_training_forward_matches_transformers_with_gradients(tok):
+    """token_logprobs(only=...) runs each distinct prompt once (qwen3_native.shared_prefix_hidden):
+    same log-probs, entropies and parameter gradients as transformers' forward of the padded batch."""
+    import stages.rl.policy_forward as pf
+    model = build_model(ModelConfig(), tok, seed=9)
+    g = torch.Generator().manual_seed(0)
+    lo = len(tok.all_special_ids)
+    pre = [torch.randint(lo, len(tok), (k,), generator=g).tolist() for k in (7, 3, 11)]
+    comps = [torch.randint(lo, len(tok), (k,), generator=g).tolist() for k in (1, 5, 9, 4, 2, 8)]
+    prefs = [pre[i // 2] for i in range(6)]
+    batch = build_batch(prefs, comps, tok.pad_token_id)
+    only = batch["completion_mask"][:, 1:]
+    model.train()
+
+    def run(shared: bool):
+        model.zero_grad()
+        if shared:
+            logp, ent = token_logprobs(model, batch["input_ids"], batch["attention_mask"], 0.7, only=only)
+        else:
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+            logp, ent = pf._logp_entropy(logits.float(), batch["input_ids"][:, 1:], 0.7)
+            logp, ent = logp * only, ent * only
+        (logp.sum() + 0.3 * ent.sum()).backward()
+        return logp.detach(), ent.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    ref, fast = run(False), run(True)
+    assert pf._shared_prefix_logprobs(model, batch["input_ids"], only, 0.7) is not None      # the fast path ran
+    assert torch.allclose(ref[0], fast[0], atol=1e-5) and torch.allclose(ref[1], fast[1], atol=1e-5)
+    assert (fast[0][~only] == 0).all()
+    for name, grad in ref[2].items():
+        assert torch.allclose(grad, fast[2][name], atol=1e-5, rtol=1e-4), name
+    # hooks on the model (route recording / replay) send the call through transformers instead
+    with record_routes(model):
+        assert pf._shared_prefix_logprobs(model, batch["input_ids"], only, 0.7) is None
