@@ -4,12 +4,14 @@ Both sides start from identical weights (the world's tiny Qwen3-MoE, random
 init from the world seed, vocabulary from the world's tokenizer) and get the
 same prompts in the same order: step k of each side sees the same
 ``--prompts`` world prompts, samples ``--group`` completions of each with up to
-``--max-tokens`` new tokens at temperature 1.0 (no top-k/top-p, the pad token
-suppressed, stopping on the same eos), scores them with the gym's
+``--max-tokens`` new tokens at temperature 1.0 (no top-k/top-p, the whole
+vocabulary, stopping on the same eos), scores them with the gym's
 ``stages.gym.provisional.score`` (the prompt's verifier spec and reference; TRL
 gets it as a reward function that decodes the ids exactly as our sampler does)
 and takes one AdamW step (same lr, clip 0.2, grad-norm 1.0, no KL, token-mean
-loss, no reference model).
+loss, no reference model). Our side runs its defaults (``--rollout auto``: the
+``native`` decoder on this model; the torch trainer with its shared-prefix
+forward); ``--rollout hf`` puts transformers ``generate`` on our side too.
 
 The two runs are interleaved: a TRL callback runs our step right after each TRL
 step, so load from other processes on the machine hits both sides alike. The
@@ -48,7 +50,6 @@ TRL_MATCHED = [
     ("num_iterations", 1, "one update per batch"),
     ("max_completion_length", "max tokens", "max_new_tokens"),
     ("temperature / top_p / top_k", "1.0 / 1.0 / 0", "plain sampling, as our sampler"),
-    ("generation_kwargs", "suppress_tokens=[pad]", "our sampler never samples pad"),
     ("learning_rate", "lr", "same AdamW lr"),
     ("lr_scheduler_type", "constant", "TRL's default decays linearly; ours is constant"),
     ("weight_decay / max_grad_norm / epsilon", "0 / 1.0 / 0.2", "TRL defaults, equal to ours"),
@@ -57,7 +58,7 @@ TRL_MATCHED = [
     ("router_aux_loss_coef", 0.0, "TRL adds the MoE load-balancing loss by default; ours has none"),
     ("gradient_checkpointing", False, "TRL default True recomputes activations; ours does not"),
     ("bf16 / fp16", "False / False", "fp32 both sides (TRL defaults to bf16)"),
-    ("use_cpu / use_vllm", "True / False", "transformers generate on the CPU, as ours"),
+    ("use_cpu / use_vllm", "True / False", "generation on the CPU, as ours (TRL: transformers generate)"),
     ("shuffle_dataset", False, "dataset laid out in our sampler's order: same prompts per step"),
     ("logging_strategy / save_strategy / report_to", "no / no / none", "no logging or saving work"),
 ]
@@ -161,7 +162,7 @@ def make_trl_trainer(model, tok, steps_prompts, args, probe: TrlProbe, callbacks
         output_dir=out_dir, seed=args.seed, max_steps=len(steps_prompts),
         per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
         num_generations=args.group, num_iterations=1, max_completion_length=args.max_tokens,
-        temperature=1.0, top_p=1.0, top_k=0, generation_kwargs={"suppress_tokens": [tok.pad_token_id]},
+        temperature=1.0, top_p=1.0, top_k=0,
         learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
         max_grad_norm=1.0, epsilon=0.2, beta=0.0, loss_type="dapo", scale_rewards="group",
         router_aux_loss_coef=0.0, gradient_checkpointing=False, bf16=False, fp16=False,
@@ -191,7 +192,7 @@ def read_back_trl(trainer, config, tok, args) -> tuple[dict, dict]:
         "group_size": values["num_generations"] == args.group,
         "max_tokens": values["max_completion_length"] == args.max_tokens,
         "sampling": bool(gc.do_sample) and gc.temperature == 1.0 and gc.top_k in (0, None)
-        and gc.top_p in (1.0, None) and list(gc.suppress_tokens or []) == [tok.pad_token_id],
+        and gc.top_p in (1.0, None) and not list(gc.suppress_tokens or []),
         "eos_pad": trainer.eos_token_ids == [tok.eos_token_id] and gc.pad_token_id == tok.pad_token_id,
         "prompt_ids": list(trl_ids[0]) == list(ours_ids),
         "one_update_per_batch": config.steps_per_generation == 1 and trainer.num_iterations == 1,
@@ -210,7 +211,7 @@ def run(args) -> dict:
 
     from stages.gym.provisional import score
     from stages.rl.config import RLConfig
-    from stages.rl.engine import train
+    from stages.rl.engine import resolve_rollout_backend, train
 
     torch.set_num_threads(args.threads)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -230,7 +231,8 @@ def run(args) -> dict:
 
     def our_step(k: int) -> None:
         cfg = RLConfig(seed=args.seed * 1000 + k + 1, steps=1, prompts_per_step=args.prompts,
-                       group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0, lr=args.lr)
+                       group_size=args.group, max_new_tokens=args.max_tokens, temperature=1.0, lr=args.lr,
+                       rollout_backend=args.rollout)
         threads_seen.add(torch.get_num_threads())
         t0, c0 = time.perf_counter(), time.process_time()
         res = train(ours_model, tok, plan[k], cfg, score_fn=score, desc="ours")
@@ -267,6 +269,7 @@ def run(args) -> dict:
                            f"ours {len(ours)}")
     return {"ours": ours, "trl_step_s": trl_step_s, "trl_cpu_s": trl_cpu_s, "probe": probe, "matches": matches,
             "trl_values": trl_values, "identical": identical,
+            "rollout_backend": resolve_rollout_backend(args.rollout, ours_model),
             "threads": sorted(threads_seen), "setup_s": setup_s, "n_prompts": len(prompts), "tasks": tasks,
             "vocab": len(tok), "params": sum(p.numel() for p in model.parameters()), "wcfg": wcfg}
 
@@ -319,6 +322,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--group", type=int, default=4, help="completions per prompt (TRL: num_generations)")
     ap.add_argument("--max-tokens", type=int, default=48, help="max new tokens (TRL: max_completion_length)")
     ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--rollout", default="auto", choices=["auto", "native", "hf"],
+                    help="our rollout backend (auto: native on this model)")
     ap.add_argument("--tasks", default="ifeval", help="world prompt tasks, comma-separated")
     ap.add_argument("--threads", type=int, default=2, help="torch threads, both sides")
     ap.add_argument("--seed", type=int, default=0)
@@ -367,7 +372,8 @@ def main(argv: list[str]) -> int:
     print("\nWhere a step's time goes (timed steps: seconds summed, and the median step's seconds):\n")
     print("| phase | ours sum s | ours share | ours median s | TRL sum s | TRL share | TRL median s |\n"
           "|---|---|---|---|---|---|---|")
-    labels = {"generate": "generate (transformers generate)", "reward": "reward (gym score)",
+    labels = {"generate": f"generate (ours: {r['rollout_backend']} rollout; TRL: transformers generate)",
+              "reward": "reward (gym score)",
               "update": "update (log-probs, loss, backward, AdamW; TRL: + its trainer loop)",
               "other": "other (ours: per-call setup; TRL: decode, padding, advantages)"}
     for k, label in labels.items():
@@ -392,7 +398,7 @@ def main(argv: list[str]) -> int:
            "median_step_speedup_vs_trl": round(med_speedup, 3), "cpu_time_speedup_vs_trl": round(cpu_speedup, 3),
            "steps": args.steps, "warmup": args.warmup, "prompts_per_step": args.prompts, "group_size": args.group,
            "max_new_tokens": args.max_tokens, "temperature": 1.0, "lr": args.lr, "threads": args.threads,
-           "tasks": r["tasks"],
+           "tasks": r["tasks"], "ours_rollout_backend": r["rollout_backend"],
            "ours_completions_per_step": o["samples"] // args.steps,
            "trl_completions_per_step": t["samples"] // args.steps,
            "trl_read_back": r["trl_values"], "ours_updates": o["updates"],
