@@ -55,6 +55,43 @@ class RolloutBackend(Protocol):
     def close(self) -> None: ...
 
 
+class LocalModelRollout:
+    """What the backends that run an HF model in this process (``native``, ``hf``) share: the rollout model
+    and its weight sync.
+
+    ``share``: the trainer updates ``model`` in place (the torch trainer), so a rollout in the model's own
+    dtype reads it directly and needs no sync. Otherwise the rollout keeps a copy in ``dtype`` (e.g. a
+    bfloat16 copy of a float32 trainer: the usual inference/training precision split) and
+    ``sync_weights`` loads every step's new weights into it.
+    """
+    name = "local"
+
+    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True):
+        import copy
+        import torch
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        if dtype not in dtypes:
+            raise ValueError(f"{self.name} rollout: dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        self.tok = tok
+        self.dtype = dtypes[dtype]
+        self.shared = share and self.dtype == next(model.parameters()).dtype
+        self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
+        self.record_routes = record_routes
+
+    def sync_weights(self, state_dict: dict) -> None:
+        """Load the trainer's weights (HF names). A no-op when the rollout reads the trainer's model."""
+        if self.shared:
+            return
+        import torch
+        with torch.no_grad():
+            own = self.model.state_dict()
+            for k, v in state_dict.items():
+                own[k].copy_(v.to(own[k].dtype))
+
+    def close(self) -> None:
+        self.model = None
+
+
 # name -> factory(model, tok, **options) returning a RolloutBackend (options: dtype, record_routes, share, ...)
 ROLLOUT_BACKENDS = Registry("rollout backend")
 register_rollout_backend = ROLLOUT_BACKENDS.register

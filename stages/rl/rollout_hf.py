@@ -13,44 +13,16 @@ usual inference/training precision split, refreshed by ``sync_weights``).
 from __future__ import annotations
 
 import contextlib
-import copy
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from stages.rl.rollout import Completion, SamplingParams, register_rollout_backend
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from stages.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 
-class HfRollout:
+class HfRollout(LocalModelRollout):
     name = "hf"
-
-    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True):
-        """``share``: the trainer updates ``model`` itself (torch trainer), so a same-dtype rollout
-        needs no sync. Otherwise the rollout keeps ``model`` (same dtype) or a cast copy and
-        ``sync_weights`` loads every step's new weights into it."""
-        if dtype not in _DTYPES:
-            raise ValueError(f"hf rollout: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-        self.tok = tok
-        self.dtype = _DTYPES[dtype]
-        same_dtype = self.dtype == next(model.parameters()).dtype
-        self.shared = share and same_dtype
-        self.model = model if same_dtype else copy.deepcopy(model).to(self.dtype)
-        self.record_routes = record_routes
-
-    def sync_weights(self, state_dict: dict) -> None:
-        """Load the trainer's weights (HF names). A no-op when the rollout shares the trainer's model."""
-        if self.shared:
-            return
-        with torch.no_grad():
-            own = self.model.state_dict()
-            for k, v in state_dict.items():
-                own[k].copy_(v.to(own[k].dtype))
-
-    def close(self) -> None:
-        self.model = None
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:

@@ -24,19 +24,15 @@ a ``ValueError`` naming the setting; use the ``hf`` backend for it.
 """
 from __future__ import annotations
 
-import copy
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from stages.rl.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
-from stages.rl.rollout import Completion, SamplingParams, register_rollout_backend
+from stages.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 __all__ = ["NativeRollout", "decode", "pack", "unsupported"]
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """One draw per row of ``p`` ``[A, V]`` from uniforms ``u`` ``[A]`` by inverting the CDF: an exact
@@ -125,35 +121,14 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
     return rows
 
 
-class NativeRollout:
+class NativeRollout(LocalModelRollout):
     name = "native"
 
-    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True):
-        """``share``: the trainer updates ``model`` in place, so a same-dtype rollout reads it directly
-        (no sync). Otherwise the rollout keeps a cast copy and ``sync_weights`` refreshes it."""
-        if dtype not in _DTYPES:
-            raise ValueError(f"native rollout: dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+    def __init__(self, model, tok, **options):
         why = unsupported(model.config)
         if why is not None:
             raise ValueError(f"native rollout: unsupported model ({why}); use rollout_backend 'hf'")
-        self.tok = tok
-        self.dtype = _DTYPES[dtype]
-        same_dtype = self.dtype == next(model.parameters()).dtype
-        self.shared = share and same_dtype
-        self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
-        self.record_routes = record_routes
-
-    def sync_weights(self, state_dict: dict) -> None:
-        """Load the trainer's weights (HF names). A no-op when the rollout reads the trainer's model."""
-        if self.shared:
-            return
-        with torch.no_grad():
-            own = self.model.state_dict()
-            for k, v in state_dict.items():
-                own[k].copy_(v.to(own[k].dtype))
-
-    def close(self) -> None:
-        self.model = None
+        super().__init__(model, tok, **options)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         tok = self.tok
