@@ -66,8 +66,20 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def free_port_pairs(n: int, lo: int = 20000, hi: int = 50000) -> list[int]:
-    """``n`` ports p such that p and p + 10000 are both free on 127.0.0.1 (and all distinct)."""
+def _ephemeral_start() -> int:
+    """The first port the kernel hands out for outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_pairs(n: int, lo: int = 10000, hi: int | None = None) -> list[int]:
+    """``n`` ports p such that p and p + 10000 are both free on 127.0.0.1 (and all distinct).
+
+    All of them lie below the kernel's ephemeral range: a port in it can be taken, between this
+    check and weed's bind, by any outgoing connection (weed's own components dial each other)."""
+    hi = hi if hi is not None else max(lo + 2 * n + 1, _ephemeral_start() - _GRPC_OFFSET)
     rng = random.Random(os.getpid() ^ time.time_ns())
     taken: set[int] = set()
     out: list[int] = []
@@ -168,8 +180,22 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def start_s3_server(bucket: str = DEFAULT_BUCKET, timeout: float = 60.0, weed: str | None = None) -> S3Server:
-    """Start ``weed mini`` on free ports, wait until S3 answers and ``bucket`` exists."""
+def start_s3_server(bucket: str = DEFAULT_BUCKET, timeout: float = 60.0, weed: str | None = None,
+                    attempts: int = 3) -> S3Server:
+    """Start ``weed mini`` on free ports, wait until S3 answers and ``bucket`` exists.
+
+    A port another process took after it was checked free ("address already in use" in weed's log)
+    costs a retry on fresh ports, up to ``attempts`` starts."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(bucket, timeout, weed)
+        except S3ServerError as e:
+            if attempt == attempts or "address already in use" not in str(e):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)  # s3fs/botocore want a region; none is configured here
     weed = weed or find_weed()
     if weed is None:
