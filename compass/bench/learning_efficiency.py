@@ -10,11 +10,22 @@ and the same seeds:
 - ``ours``  — ESPO (eq. 1-3) + RL-ZVP on zero-variance groups + retiring prompts the
   policy solves every time (zero-variance elimination).
 
-Held-out reward (sampled, temperature 1) is measured at fixed rollout-token
-milestones, averaged over seeds. The target is half the gain the best method
-reached over the SFT model; tokens-to-target interpolates between milestones
-(a method that never gets there is charged the whole budget and flagged).
-Plots of the curves go to ``--out``.
+Every other setting (prompts and group size per step, tokens, lr, prompt pool)
+is shared. Held-out reward (sampled, temperature 1) is measured when a run
+passes each rollout-token milestone; a run's curve is interpolated at the
+milestones from the token counts where it was really measured, then averaged
+over seeds. The standard error of one held-out estimate (sampling noise on the
+fixed held-out prompts) is printed beside it. The target is half the gain the
+best method reached over the SFT model; tokens-to-target interpolates between
+milestones (a method that never gets there is charged the whole budget and
+flagged). Plots of the curves go to ``--out``.
+
+The defaults are chosen in docs/benchmarks.md: 2,500 SFT steps on 10,000
+arithmetic rows give a start of ~0.4 held-out reward (the 25-75% window of
+ARCHITECTURE §5, with arithmetic levels 4-5 left to learn); 8 x 8 per step;
+a 500-prompt RL pool that the 300k-token budget covers ~2.4 times, so that
+retiring solved prompts has prompts that come back; 8 held-out samples per
+prompt (standard error ~0.007 against gains of ~0.06).
 """
 from __future__ import annotations
 
@@ -22,6 +33,8 @@ import argparse
 import hashlib
 import json
 import logging
+import math
+import random
 import time
 from pathlib import Path
 
@@ -33,6 +46,7 @@ METHODS = {
              "dynamic_sampling": True},
     "ours": {"advantage": "rl_zvp", "policy_loss": "espo", "retire_solved": True},
 }
+SUITES = ("arithmetic", "ifeval")
 
 
 def _world(args):
@@ -64,26 +78,46 @@ def _sft_model(args, wcfg, world, log):
     t0 = time.perf_counter()
     train_sft(model, tok, encoded, steps=args.sft_steps, batch_size=16, lr=args.sft_lr, warmup_steps=4,
               weight_decay=0.0, grad_clip=1.0, seed=0, log_every=100, logger=log, desc="sft")
-    log.info("SFT: %d steps in %.0fs", args.sft_steps, time.perf_counter() - t0)
+    print(f"SFT: {args.sft_steps} steps in {time.perf_counter() - t0:.0f}s (cached in {cache})", flush=True)
     save_checkpoint(model, tok, cache)
     return load_checkpoint(cache)
 
 
 @torch.no_grad()
-def held_out_reward(model, tok, prompts, *, samples: int, max_new_tokens: int, seed: int) -> float:
-    """Mean reward of ``samples`` sampled completions (temperature 1) per held-out prompt."""
+def held_out(model, tok, prompts, *, samples: int, max_new_tokens: int, seed: int) -> dict:
+    """Sampled (temperature 1) held-out reward: ``samples`` completions per prompt.
+
+    Returns ``reward`` (mean over every completion), ``se`` (its standard error from
+    sampling on these fixed prompts: sqrt(sum_p s_p^2 / k) / P, with s_p^2 the
+    variance of prompt p's k rewards) and ``by_suite`` (mean reward per task).
+    """
     from stages.common.lm import sample
     from stages.gym.provisional import score
-    total, n = 0.0, 0
+    per_prompt: list[tuple[str, list[float]]] = []
     for i in range(0, len(prompts), 32):
         chunk = prompts[i:i + 32]
         groups = sample(model, tok, [p.prompt for p in chunk], n=samples, max_new_tokens=max_new_tokens,
                         temperature=1.0, seed=seed + i)
         for p, g in zip(chunk, groups):
-            for c in g:
-                total += float(score(p.verifier, c["text"], p.reference))
-                n += 1
-    return total / max(n, 1)
+            per_prompt.append((p.task, [float(score(p.verifier, c["text"], p.reference)) for c in g]))
+    flat = [x for _, rs in per_prompt for x in rs]
+    mean = sum(flat) / max(len(flat), 1)
+    if samples > 1:
+        var = sum(_var(rs) / len(rs) for _, rs in per_prompt) / max(len(per_prompt), 1) ** 2
+    else:                                    # one sample per prompt: the plain standard error
+        var = _var(flat) / max(len(flat), 1)
+    by_suite = {}
+    for task in sorted({t for t, _ in per_prompt}):
+        xs = [x for t, rs in per_prompt if t == task for x in rs]
+        by_suite[task] = sum(xs) / len(xs)
+    return {"reward": mean, "se": math.sqrt(var), "by_suite": by_suite}
+
+
+def _var(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
 def run_method(name, seed, base_state, tok, train_prompts, eval_prompts, args, milestones, log):
@@ -93,26 +127,49 @@ def run_method(name, seed, base_state, tok, train_prompts, eval_prompts, args, m
     cfg = RLConfig(seed=seed, steps=10_000, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
                    max_new_tokens=args.max_new_tokens, lr=args.lr, rollout_token_budget=args.budget,
                    **METHODS[name])
-    curve = [(0, base_state["reward0"])]
+    evals = [dict(base_state["eval0"], tokens=0)]      # held-out results at the token counts they were taken at
     nxt = [1]
+    t_eval = [0.0]
+
+    def evaluate(m, tokens):
+        t0 = time.perf_counter()
+        evals.append(dict(held_out(m, tok, eval_prompts, samples=args.eval_samples,
+                                   max_new_tokens=args.max_new_tokens, seed=10_000), tokens=tokens))
+        t_eval[0] += time.perf_counter() - t0
 
     def on_step(step, row, m):
-        while nxt[0] < len(milestones) and row["rollout_tokens_total"] >= milestones[nxt[0]]:
-            r = held_out_reward(m, tok, eval_prompts, samples=args.eval_samples, max_new_tokens=args.max_new_tokens,
-                                seed=10_000)
-            curve.append((milestones[nxt[0]], r))
-            nxt[0] += 1
+        if nxt[0] < len(milestones) and row["rollout_tokens_total"] >= milestones[nxt[0]]:
+            evaluate(m, row["rollout_tokens_total"])
+            while nxt[0] < len(milestones) and row["rollout_tokens_total"] >= milestones[nxt[0]]:
+                nxt[0] += 1
     t0 = time.perf_counter()
     res = train(model, tok, train_prompts, cfg, log=log, desc=f"{name}/s{seed}", on_step=on_step)
-    while nxt[0] < len(milestones):            # budget hit inside the last step: score the final model there
-        curve.append((milestones[nxt[0]], held_out_reward(model, tok, eval_prompts, samples=args.eval_samples,
-                                                          max_new_tokens=args.max_new_tokens, seed=10_000)))
-        nxt[0] += 1
     m = res.metrics
-    return {"curve": curve, "steps": len(m), "time_s": time.perf_counter() - t0,
-            "zero_variance_rate": sum(x["zero_variance_rate"] * x["groups"] for x in m) / max(1, sum(x["groups"] for x in m)),
+    if not m or evals[-1]["tokens"] < m[-1]["rollout_tokens_total"]:   # the final model, where it stopped
+        evaluate(model, m[-1]["rollout_tokens_total"] if m else 0)
+    groups = max(1, sum(x["groups"] for x in m))
+    return {"evals": evals,
+            "curve": [(t, _interp([(e["tokens"], e["reward"]) for e in evals], t)) for t in milestones],
+            "suite_curves": {s: [(t, _interp([(e["tokens"], e["by_suite"].get(s, 0.0)) for e in evals], t))
+                                 for t in milestones] for s in evals[0]["by_suite"]},
+            "steps": len(m), "time_s": time.perf_counter() - t0, "eval_time_s": t_eval[0],
+            "zero_variance_rate": sum(x["zero_variance_all_pass"] + x["zero_variance_all_fail"] for x in m) / groups,
+            "zero_variance_all_pass_rate": sum(x["zero_variance_all_pass"] for x in m) / groups,
+            "zero_variance_all_fail_rate": sum(x["zero_variance_all_fail"] for x in m) / groups,
+            "groups_dropped_rate": 1.0 - sum(x["groups_kept"] for x in m) / groups,
+            "prompts_retired": m[-1]["prompts_retired"] if m else 0,
             "updated_steps": sum(x["updated"] for x in m),
             "tokens": m[-1]["rollout_tokens_total"] if m else 0}
+
+
+def _interp(points: list[tuple[float, float]], t: float) -> float:
+    """Piecewise-linear value at ``t`` of points sorted by their first element (held flat beyond the ends)."""
+    if t <= points[0][0]:
+        return points[0][1]
+    for (t0, r0), (t1, r1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return r1 if t1 == t0 else r0 + (r1 - r0) * (t - t0) / (t1 - t0)
+    return points[-1][1]
 
 
 def tokens_to_target(curve: list[tuple[float, float]], target: float) -> tuple[float, bool]:
@@ -127,23 +184,32 @@ def tokens_to_target(curve: list[tuple[float, float]], target: float) -> tuple[f
     return curve[-1][0] if curve else 0.0, False
 
 
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(_var(xs))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench learning-efficiency", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds run are first-seed .. first-seed+seeds-1")
     ap.add_argument("--methods", default="grpo,dapo,ours")
-    ap.add_argument("--budget", type=int, default=60_000, help="rollout tokens per run")
-    ap.add_argument("--milestones", type=int, default=6, help="held-out evaluations per run")
+    ap.add_argument("--budget", type=int, default=300_000, help="rollout tokens per run")
+    ap.add_argument("--milestones", type=int, default=8,
+                    help="held-out evaluations per run, at budget * (i/N)^1.5: denser early, where curves are steep")
     ap.add_argument("--prompts-per-step", type=int, default=8)
-    ap.add_argument("--group-size", type=int, default=4)
+    ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--sft-steps", type=int, default=700)
+    ap.add_argument("--sft-steps", type=int, default=2500)
     ap.add_argument("--sft-lr", type=float, default=1e-3)
-    ap.add_argument("--n-arith", type=int, default=3000)
+    ap.add_argument("--n-arith", type=int, default=20_000, help="arithmetic items (half SFT rows, half RL prompts)")
     ap.add_argument("--n-ifeval", type=int, default=300)
-    ap.add_argument("--n-eval", type=int, default=96)
-    ap.add_argument("--eval-samples", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--n-eval", type=int, default=200, help="held-out arithmetic prompts (ifeval: a quarter)")
+    ap.add_argument("--rl-prompts", type=int, default=500, help="RL prompt pool: a seeded sample of this many of "
+                                                            "the world's RL prompts (0: all)")
+    ap.add_argument("--eval-samples", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "compass-bench"))
     ap.add_argument("--out", default="bench_out/learning_efficiency")
     ap.add_argument("--quick", action="store_true", help="a seconds-long smoke run (numbers mean nothing)")
@@ -151,7 +217,7 @@ def main(argv: list[str]) -> int:
     if args.quick:
         args.seeds, args.budget, args.milestones, args.sft_steps = 1, 1200, 2, 20
         args.n_arith, args.n_ifeval, args.n_eval, args.prompts_per_step = 120, 20, 16, 4
-        args.max_new_tokens = 16
+        args.max_new_tokens, args.group_size, args.eval_samples, args.rl_prompts = 16, 4, 2, 0
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     log = logging.getLogger("compass.bench.learning_efficiency")
@@ -171,71 +237,131 @@ def main(argv: list[str]) -> int:
         m.generation_config.eos_token_id = tok.eos_token_id
         return m
     train_prompts = prompts_from_table(world.raw_prompts)
+    if 0 < args.rl_prompts < len(train_prompts):
+        train_prompts = random.Random(0).sample(train_prompts, args.rl_prompts)
     eval_prompts = prompts_from_table(world.eval_prompts)
-    reward0 = held_out_reward(sft_model, tok, eval_prompts, samples=args.eval_samples,
-                              max_new_tokens=args.max_new_tokens, seed=10_000)
-    milestones = [round(args.budget * i / args.milestones) for i in range(args.milestones + 1)]
-    base = {"factory": factory, "reward0": reward0}
+    eval0 = held_out(sft_model, tok, eval_prompts, samples=args.eval_samples, max_new_tokens=args.max_new_tokens,
+                     seed=10_000)
+    reward0 = eval0["reward"]
+    milestones = [round(args.budget * (i / args.milestones) ** 1.5) for i in range(args.milestones + 1)]
+    base = {"factory": factory, "eval0": eval0}
     methods = args.methods.split(",")
-    runs = {m: [run_method(m, s, base, tok, train_prompts, eval_prompts, args, milestones, log)
-                for s in range(args.seeds)] for m in methods}
+    runs: dict[str, list[dict]] = {m: [] for m in methods}
+    for m in methods:
+        for s in range(args.first_seed, args.first_seed + args.seeds):
+            r = run_method(m, s, base, tok, train_prompts, eval_prompts, args, milestones, log)
+            runs[m].append(r)
+            print(f"{m}/seed {s}: held-out " + " ".join(f"{x:.3f}" for _, x in r["curve"]) +
+                  f"; {r['steps']} steps, zero-variance {r['zero_variance_rate']:.2f}, {r['time_s']:.0f}s "
+                  f"({r['eval_time_s']:.0f}s evaluating)", flush=True)
 
-    mean_curve = {m: [(milestones[i], sum(r["curve"][i][1] for r in runs[m]) / len(runs[m]))
-                      for i in range(len(milestones))] for m in methods}
+    stats = {m: [_mean_std([r["curve"][i][1] for r in runs[m]]) for i in range(len(milestones))] for m in methods}
+    mean_curve = {m: [(milestones[i], stats[m][i][0]) for i in range(len(milestones))] for m in methods}
     finals = {m: mean_curve[m][-1][1] for m in methods}
     best = max(finals.values())
     target = reward0 + 0.5 * (best - reward0)
     ttt = {m: tokens_to_target(mean_curve[m], target) for m in methods}
+    ttt_seed = {m: [tokens_to_target(r["curve"], target) for r in runs[m]] for m in methods}
+    suites = list(eval0["by_suite"])
+    suite_final = {m: {s: sum(r["suite_curves"][s][-1][1] for r in runs[m]) / len(runs[m]) for s in suites}
+                   for m in methods}
+    se = sum(e["se"] for m in methods for r in runs[m] for e in r["evals"]) / \
+        max(1, sum(len(r["evals"]) for m in methods for r in runs[m]))
 
+    def avg(m, k):
+        return sum(r[k] for r in runs[m]) / len(runs[m])
+
+    n_by_suite = {s: sum(p.task == s for p in eval_prompts) for s in suites}
     print(f"\nlearning-efficiency: {len(train_prompts)} RL prompts (arithmetic + ifeval), {len(eval_prompts)} held out "
-          f"x {args.eval_samples} samples; budget {args.budget} rollout tokens; {args.seeds} seeds; "
-          f"{args.prompts_per_step} prompts x {args.group_size} samples x {args.max_new_tokens} tokens per step")
-    print(f"SFT model held-out reward {reward0:.3f}; target (half the best gain) {target:.3f}\n")
-    head = f"{'method':<6} {'final':>7} {'tokens to target':>17} {'reached':>8} {'zero-var':>9} {'steps':>6} {'time s':>7}"
+          f"({', '.join(f'{n} {s}' for s, n in n_by_suite.items())}) x {args.eval_samples} samples; "
+          f"budget {args.budget:,} rollout tokens; {args.seeds} seeds; {args.prompts_per_step} prompts x "
+          f"{args.group_size} samples x {args.max_new_tokens} tokens per step; lr {args.lr:g}")
+    print(f"SFT model ({args.sft_steps} steps) held-out reward {reward0:.3f} ± {eval0['se']:.3f} (SE) "
+          f"[{', '.join(f'{s} {v:.3f}' for s, v in eval0['by_suite'].items())}]; "
+          f"target (half the best gain) {target:.3f}")
+    print(f"standard error of one held-out estimate (sampling, fixed prompts): {se:.3f}; "
+          f"of a {args.seeds}-seed mean from evaluation alone: {se / math.sqrt(max(args.seeds, 1)):.3f}\n")
+    head = (f"{'method':<6} {'final (mean ± std)':>19} " + " ".join(f"{s[:10]:>10}" for s in suites) +
+            f" {'to target':>10} {'reached':>7} {'zero-var':>8} {'all-pass':>8} {'all-fail':>8} {'dropped':>7} "
+            f"{'retired':>7} {'steps':>5} {'updates':>7} {'time s':>7}")
     print(head)
     print("-" * len(head))
     for m in methods:
-        zv = sum(r["zero_variance_rate"] for r in runs[m]) / len(runs[m])
-        steps = sum(r["steps"] for r in runs[m]) / len(runs[m])
-        tsec = sum(r["time_s"] for r in runs[m]) / len(runs[m])
-        print(f"{m:<6} {finals[m]:>7.3f} {ttt[m][0]:>17,.0f} {str(ttt[m][1]):>8} {zv:>9.2f} {steps:>6.1f} {tsec:>7.1f}")
-    print("\nheld-out reward (mean over seeds) at rollout-token milestones:")
-    print("tokens  " + " ".join(f"{t:>8}" for t in milestones))
+        fm, fs = stats[m][-1]
+        print(f"{m:<6} {fm:>11.3f} ± {fs:.3f} " + " ".join(f"{suite_final[m][s]:>10.3f}" for s in suites) +
+              f" {ttt[m][0]:>10,.0f} {str(ttt[m][1]):>7} {avg(m, 'zero_variance_rate'):>8.2f} "
+              f"{avg(m, 'zero_variance_all_pass_rate'):>8.2f} {avg(m, 'zero_variance_all_fail_rate'):>8.2f} "
+              f"{avg(m, 'groups_dropped_rate'):>7.2f} {avg(m, 'prompts_retired'):>7.0f} {avg(m, 'steps'):>5.0f} "
+              f"{avg(m, 'updated_steps'):>7.0f} {avg(m, 'time_s'):>7.0f}")
+    print("\nheld-out reward, mean ± std over seeds, at rollout-token milestones:")
+    print("tokens  " + " ".join(f"{t:>13,}" for t in milestones))
     for m in methods:
-        print(f"{m:<7} " + " ".join(f"{r:>8.3f}" for _, r in mean_curve[m]))
+        print(f"{m:<7} " + " ".join(f"{a:>7.3f}±{s:.3f}" for a, s in stats[m]))
+    for s in suites:
+        print(f"\n{s} only (mean over seeds):")
+        for m in methods:
+            pts = [sum(r["suite_curves"][s][i][1] for r in runs[m]) / len(runs[m]) for i in range(len(milestones))]
+            print(f"{m:<7} " + " ".join(f"{x:>13.3f}" for x in pts))
+    print("\ntokens to target per seed: " + "; ".join(
+        f"{m} " + ", ".join(f"{t:,.0f}{'' if ok else '*'}" for t, ok in ttt_seed[m]) for m in methods) +
+        "  (* not reached: whole budget charged)")
+    for base_m in ("grpo", "dapo"):
+        if "ours" in ttt_seed and base_m in ttt_seed:
+            ratios = [o[0] / b[0] for o, b in zip(ttt_seed["ours"], ttt_seed[base_m]) if b[0] > 0]
+            if ratios:
+                print(f"ours / {base_m} tokens to target, seed by seed: " + ", ".join(f"{x:.2f}" for x in ratios))
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    _plot(mean_curve, runs, target, out / "curves.png")
-    (out / "runs.json").write_text(json.dumps({"milestones": milestones, "runs": runs, "reward0": reward0,
-                                               "target": target}, indent=1))
+    _plot(stats, runs, milestones, target, out / "curves.png")
+    (out / "runs.json").write_text(json.dumps({"milestones": milestones, "runs": runs, "eval0": eval0,
+                                               "target": target, "args": vars(args)}, indent=1))
     print(f"\ncurves: {out / 'curves.png'}; per-seed data: {out / 'runs.json'}")
     head_json = {"bench": "learning-efficiency", "seeds": args.seeds, "budget_tokens": args.budget,
-                 "reward_sft": round(reward0, 4), "target": round(target, 4),
+                 "reward_sft": round(reward0, 4), "target": round(target, 4), "held_out_se": round(se, 4),
                  "final": {m: round(v, 4) for m, v in finals.items()},
+                 "final_std": {m: round(stats[m][-1][1], 4) for m in methods},
                  "tokens_to_target": {m: round(v[0]) for m, v in ttt.items()},
-                 "reached": {m: v[1] for m, v in ttt.items()}, "time_s": round(time.perf_counter() - t_all, 1)}
-    if "ours" in ttt and "grpo" in ttt and ttt["grpo"][0] > 0:
-        head_json["tokens_ratio_vs_grpo"] = round(ttt["ours"][0] / ttt["grpo"][0], 3)
-    if "ours" in ttt and "dapo" in ttt and ttt["dapo"][0] > 0:
-        head_json["tokens_ratio_vs_dapo"] = round(ttt["ours"][0] / ttt["dapo"][0], 3)
+                 "reached": {m: v[1] for m, v in ttt.items()},
+                 "tokens_to_target_per_seed": {m: [round(t) for t, _ in v] for m, v in ttt_seed.items()},
+                 "zero_variance_rate": {m: round(avg(m, "zero_variance_rate"), 3) for m in methods},
+                 "time_s": round(time.perf_counter() - t_all, 1)}
+    for base_m in ("grpo", "dapo"):        # null when the baseline needs no tokens (no method gained anything)
+        if "ours" in ttt and base_m in ttt:
+            head_json[f"tokens_ratio_vs_{base_m}"] = (round(ttt["ours"][0] / ttt[base_m][0], 3)
+                                                      if ttt[base_m][0] > 0 else None)
     print(json.dumps(head_json))
     return 0
 
 
-def _plot(mean_curve, runs, target, path: Path) -> None:
+def _plot(stats, runs, milestones, target, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for m, curve in mean_curve.items():
-        line, = ax.plot([t for t, _ in curve], [r for _, r in curve], marker="o", label=f"{m} (mean)")
+    suites = list(next(iter(runs.values()))[0]["suite_curves"])
+    fig, axes = plt.subplots(1, 1 + len(suites), figsize=(5 * (1 + len(suites)), 4))
+    ax = axes[0]
+    for m, st in stats.items():
+        mean = [a for a, _ in st]
+        std = [s for _, s in st]
+        line, = ax.plot(milestones, mean, marker="o", label=f"{m} (mean ± std)")
+        ax.fill_between(milestones, [a - s for a, s in zip(mean, std)], [a + s for a, s in zip(mean, std)],
+                        color=line.get_color(), alpha=0.15)
         for r in runs[m]:
-            ax.plot([t for t, _ in r["curve"]], [x for _, x in r["curve"]], color=line.get_color(), alpha=0.25)
+            ax.plot([e["tokens"] for e in r["evals"]], [e["reward"] for e in r["evals"]], color=line.get_color(),
+                    alpha=0.3, linewidth=0.8)
     ax.axhline(target, color="grey", linestyle="--", label="target")
     ax.set_xlabel("rollout tokens")
     ax.set_ylabel("held-out reward")
+    ax.set_title("all held-out prompts")
     ax.legend()
+    for ax, s in zip(axes[1:], suites):
+        for m in stats:
+            pts = [sum(r["suite_curves"][s][i][1] for r in runs[m]) / len(runs[m]) for i in range(len(milestones))]
+            ax.plot(milestones, pts, marker="o", label=m)
+        ax.set_xlabel("rollout tokens")
+        ax.set_title(f"{s} (mean over seeds)")
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
