@@ -36,6 +36,10 @@ class RLConfig(StrictModel):
     reward_workers: int = Field(0, ge=0, description="0: score in the trainer's process; N: stream samples to "
                                                      "the gym's reward service with N worker processes")
     reward_timeout_s: float = Field(30.0, gt=0, description="reward service: a sample scoring longer gets 0")
+    mini_batches: int = Field(1, ge=1, description="optimizer steps per rollout batch: the batch is split into this "
+                                                   "many mini-batches, updated one after another (PPO style). With 1 "
+                                                   "the ratio is 1 and no clip acts; >1 lets PPO/DAPO/ESPO clipping "
+                                                   "bound the later steps")
     clip_eps_high: float | None = Field(None, gt=0, lt=1, description="DAPO clip-higher: upper clip range "
                                                                        "(default: clip_eps)")
     zvp_alpha: float = Field(0.1, gt=0, description="RL-ZVP eq. 5: scale of the entropy-shaped advantage on "
@@ -57,7 +61,8 @@ class RLConfig(StrictModel):
     dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling: re-sample prompts until the batch "
                                                       "holds prompts_per_step groups with reward spread")
     dynamic_sampling_max_rounds: int = Field(4, ge=1, description="DAPO: most generation rounds per step")
-    retire_solved: bool = Field(False, description="stop sampling a prompt once a whole group of it passed")
+    retire_solved: bool = Field(False, description="stop sampling a prompt once every sample of a group of it got "
+                                                    "full marks (reward 1)")
     pass_rate_filter: tuple[float, float] | None = Field(
         None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
     rollout_token_budget: int = Field(0, ge=0, description="stop once this many tokens were generated "

@@ -359,7 +359,8 @@ class _Loop:
             zv = zero_variance_groups(rewards)
             for gi, (p, g) in enumerate(zip(batch_prompts, groups)):
                 self.stats.add(p, rewards[gi].tolist())
-                if cfg.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) > cfg.pass_threshold:
+                # solved = every sample got full marks (a shared partial-credit score is not a solve)
+                if cfg.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
                     self.sampler.retire(p.id, keep_at_least=cfg.prompts_per_step)
                 if cfg.dynamic_sampling and bool(zv[gi]):
                     self._record(step, p, g, rewards[gi], None)        # generated, paid for, dropped
@@ -424,16 +425,24 @@ class _Loop:
                 keep = keep[signal]
             row["update_samples"] = int(keep.numel())
             if keep.numel() > 0:
-                sub = {k: v[keep] for k, v in batch.items()}
+                chunks = keep.tensor_split(min(cfg.mini_batches, int(keep.numel())))
+                if len(chunks) > 1 and old_logp is None:     # later mini-batches meet a moved policy
+                    old_logp = rollout_values("logprobs", prefixes, comps, tuple(mask.shape))
                 t0 = time.perf_counter()
-                upd = self.trainer.update(sub, adv[keep], old_logp[keep] if old_logp is not None else None, cfg,
-                                          routes[keep] if routes is not None else None)
+                ups = []
+                for k, idx in enumerate(chunks):
+                    sub = {name: v[idx] for name, v in batch.items()}
+                    ups.append(self.trainer.update(sub, adv[idx], old_logp[idx] if old_logp is not None else None,
+                                                   cfg, routes[idx] if routes is not None else None))
+                    pre_step = getattr(self.trainer, "last", {}).get("logp")
+                    if k == 0 and reuse and pre_step is not None:     # the first step's forward is the rollout policy
+                        rows_0 = idx.tolist()
+                        row.update(logprob_gap(pre_step, [prefixes[i] for i in rows_0], [comps[i] for i in rows_0],
+                                               mask[idx]))
                 timing["update"] = time.perf_counter() - t0
-                pre_step = getattr(self.trainer, "last", {}).get("logp")
-                if reuse and pre_step is not None:
-                    kept = keep.tolist()
-                    row.update(logprob_gap(pre_step, [prefixes[i] for i in kept], [comps[i] for i in kept],
-                                           mask[keep]))
+                upd = {name: sum(u[name] for u in ups) / len(ups) for name in ups[0]}
+                upd["updated"] = float(any(u["updated"] for u in ups))
+                row["mini_batches"] = len(ups)
                 t0 = time.perf_counter()
                 self.sync_rollout()
                 timing["sync"] = time.perf_counter() - t0

@@ -178,3 +178,29 @@ def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(to
             m["routing_agreement"] == 1.0 and m["logp_gap_mean"] == pytest.approx(m["logp_gap_mean_no_replay"]))
     # the HF policy the stage saves holds the megatron-trained weights
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_mini_batches_let_the_clip_act_and_only_full_marks_retire_a_prompt(tok):
+    """With one update per batch the ratio is 1 and no clip can bind; with mini-batches the later steps
+    meet a moved policy (old log-probs = the sampler's). A group sharing a partial-credit score is not
+    'solved'; one where every sample got full marks is."""
+    def scorer():
+        mixed = planted()
+        return lambda v, r, ref: 0.7 if ref == "part" else mixed(v, r, ref)
+    prompts = PROMPTS + [RLPrompt("H", "4+4=?", "part", V, "math", "a")] + [
+        RLPrompt(f"M{i}", f"{i}+{i}+1=?", "mixed", V, "math", "a") for i in range(4)]
+    base = dict(steps=2, prompts_per_step=4, group_size=4, max_new_tokens=8, lr=5e-2, advantage="rl_zvp",
+                retire_solved=True, checkpoint_every=0)       # 2 steps x 4 prompts: every prompt drawn once
+    one = train(build_model(ModelConfig(), tok, seed=2), tok, prompts, RLConfig(**base), score_fn=scorer())
+    four = train(build_model(ModelConfig(), tok, seed=2), tok, prompts, RLConfig(**base, mini_batches=4),
+                 score_fn=scorer())
+    m1, m4 = one.metrics[0], four.metrics[0]
+    assert m1["mini_batches"] == 1 and m1["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m1["clip_frac"] == 0.0
+    assert m4["mini_batches"] == 4 and m4["updated"] == 1.0
+    assert abs(m4["ratio_mean"] - 1.0) > 1e-4 and m4["clip_frac"] > 0.0
+    # the same samples on both (same seed), so the first mini-batch's gap is the sampler-vs-trainer rounding
+    assert [r["response"] for r in one.rollouts if r["step"] == 0] == \
+        [r["response"] for r in four.rollouts if r["step"] == 0]
+    assert m4["logp_gap_mean"] < 1e-4
+    assert sorted(r["prompt_id"] for r in one.rollouts[::4]) == sorted(p.id for p in prompts)
+    assert one.metrics[-1]["prompts_retired"] == 1 == four.metrics[-1]["prompts_retired"]   # "P" (all 1.0), not "H" (all 0.7)
