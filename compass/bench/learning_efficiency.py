@@ -125,6 +125,7 @@ def run_method(name, seed, base_state, tok, train_prompts, eval_prompts, args, m
     from stages.rl.engine import train
     model = base_state["factory"]()
     cfg = RLConfig(seed=seed, steps=10_000, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
+                   mini_batches=args.mini_batches,
                    max_new_tokens=args.max_new_tokens, lr=args.lr, rollout_token_budget=args.budget,
                    **METHODS[name])
     evals = [dict(base_state["eval0"], tokens=0)]      # held-out results at the token counts they were taken at
@@ -201,6 +202,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--lr", type=float, default=5e-5)
+    ap.add_argument("--mini-batches", type=int, default=1,
+                    help="optimizer steps per rollout batch, every method (>1: the clip ranges act)")
     ap.add_argument("--sft-steps", type=int, default=2500)
     ap.add_argument("--sft-lr", type=float, default=1e-3)
     ap.add_argument("--n-arith", type=int, default=20_000, help="arithmetic items (half SFT rows, half RL prompts)")
@@ -318,6 +321,7 @@ def main(argv: list[str]) -> int:
                                                "target": target, "args": vars(args)}, indent=1))
     print(f"\ncurves: {out / 'curves.png'}; per-seed data: {out / 'runs.json'}")
     head_json = {"bench": "learning-efficiency", "seeds": args.seeds, "budget_tokens": args.budget,
+                 "mini_batches": args.mini_batches,
                  "reward_sft": round(reward0, 4), "target": round(target, 4), "held_out_se": round(se, 4),
                  "final": {m: round(v, 4) for m, v in finals.items()},
                  "final_std": {m: round(stats[m][-1][1], 4) for m in methods},
