@@ -209,20 +209,6 @@ def forward_layers(w: PackedWeights, x: torch.Tensor, pos: torch.Tensor, mask: t
     return _rms(x, w.norm, w.eps)
 
 
-def hidden_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The decoder body's output ``[B, L, hidden]`` for right-padded ``input_ids``/``attention_mask`` ``[B, L]``
-    (as ``model.model(...).last_hidden_state`` on real tokens; pad positions hold values nobody should read).
-    Differentiable with respect to the model's parameters."""
-    w = pack(model)
-    B, L = input_ids.shape
-    real = attention_mask.bool()
-    pos = (real.long().cumsum(-1) - 1).clamp(min=0)
-    # causal among real tokens; a pad query may see itself (a row with no key at all gives NaN)
-    mask = (torch.ones(L, L, dtype=torch.bool, device=input_ids.device).tril() & real[:, None, :]) | torch.eye(
-        L, dtype=torch.bool, device=input_ids.device)
-    return forward_layers(w, w.embed[input_ids], pos, mask[:, None])
-
-
 def shared_prefix_hidden(model, prefixes: list[torch.Tensor], row_prefix: list[int],
                          completions: list[torch.Tensor]) -> torch.Tensor:
     """Hidden states that score every completion token, running each distinct prompt once.
