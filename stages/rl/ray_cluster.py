@@ -23,6 +23,7 @@ anywhere below it (Ray reads them at import), so import this module before ``ray
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -114,3 +115,39 @@ def model_from_payload(payload: dict):
     if payload["generation_config"] is not None:
         model.generation_config = payload["generation_config"]
     return model
+
+
+@functools.lru_cache(maxsize=None)
+def remote_class(cls):
+    """``ray.remote(cls)``, made once per class (the rollout and trainer actors)."""
+    return ray.remote(cls)
+
+
+def start_actors(make, count: int, timeout_s: float, what: str) -> list:
+    """Start ``count`` actors with ``make()`` and wait until every constructor has run.
+
+    An actor that fails to build raises RuntimeError ending with its error (the remote
+    traceback is the cause); actors that Ray cannot place
+    within ``timeout_s`` (e.g. more CPUs requested than the cluster has) raise RuntimeError.
+    Either way the actors already started are killed."""
+    actors = [make() for _ in range(count)]
+    try:
+        ray.get([a.ready.remote() for a in actors], timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        kill_actors(actors)
+        raise RuntimeError(f"{what}: {count} actor(s) not ready after {timeout_s:.0f} s (more CPUs, GPUs or "
+                           f"resources asked per actor than the cluster has?); free: {ray.available_resources()}"
+                           ) from None
+    except ray.exceptions.RayActorError as e:
+        kill_actors(actors)
+        lines = [x for x in str(e).splitlines() if x.strip()]       # the last line is the constructor's error
+        raise RuntimeError(f"{what}: an actor failed to start: {lines[-1] if lines else e}") from e
+    except BaseException:
+        kill_actors(actors)
+        raise
+    return actors
+
+
+def kill_actors(actors) -> None:
+    for a in actors:
+        ray.kill(a)

@@ -91,6 +91,15 @@ class LocalModelRollout:
     def close(self) -> None:
         self.model = None
 
+    def completion(self, ids: list[int], logprobs, entropies, routes) -> "Completion":
+        """A :class:`Completion` of sampled ``ids`` (cut after eos): text without eos/pad, int16 routes."""
+        eos, pad = self.tok.eos_token_id, self.tok.pad_token_id
+        return Completion(ids=ids, text=self.tok.decode([t for t in ids if t not in (eos, pad)]),
+                          logprobs=np.asarray(logprobs, dtype=np.float32),
+                          entropies=None if entropies is None else np.asarray(entropies, dtype=np.float32),
+                          routes=None if routes is None else np.asarray(routes).astype(np.int16),
+                          finished=bool(ids) and ids[-1] == eos)
+
 
 # name -> factory(model, tok, **options) returning a RolloutBackend (options: dtype, record_routes, share, ...)
 ROLLOUT_BACKENDS = Registry("rollout backend")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from stages.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
@@ -59,14 +58,9 @@ class HfRollout(LocalModelRollout):
             length = seq.index(eos) + 1 if eos in seq else len(seq)
             c_ids = seq[:length]
             p_len = len(prompt_ids[row // n])
-            r = None
-            if routes is not None:
-                r = routes[row, width - p_len: width + length].cpu().numpy().astype(np.int16)
-            results[row // n].append(Completion(
-                ids=c_ids, text=tok.decode([t for t in c_ids if t not in (eos, pad)]),
-                logprobs=token_logp[row, :length].numpy().astype(np.float32),
-                entropies=entropy[row, :length].numpy().astype(np.float32),
-                routes=r, finished=eos in c_ids))
+            r = None if routes is None else routes[row, width - p_len: width + length].cpu().numpy()
+            results[row // n].append(self.completion(c_ids, token_logp[row, :length].numpy(),
+                                                     entropy[row, :length].numpy(), r))
         return results
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from stages.rl.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
@@ -131,20 +130,14 @@ class NativeRollout(LocalModelRollout):
         super().__init__(model, tok, **options)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
-        tok = self.tok
-        eos, pad = tok.eos_token_id, tok.pad_token_id
+        eos = self.tok.eos_token_id
         with torch.no_grad():
             weights = pack(self.model)
         rows = decode(weights, prompt_ids, n, sampling, eos=eos,
                       record_routes=self.record_routes and getattr(self.model.config, "num_experts", 0) > 0)
         out: list[list[Completion]] = [[] for _ in prompt_ids]
         for b, r in enumerate(rows):
-            c_ids = r["ids"]
-            out[b // n].append(Completion(
-                ids=c_ids, text=tok.decode([t for t in c_ids if t not in (eos, pad)]),
-                logprobs=r["logprobs"], entropies=r["entropies"],
-                routes=None if r["routes"] is None else r["routes"].astype(np.int16),
-                finished=bool(c_ids) and c_ids[-1] == eos))
+            out[b // n].append(self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
         return out
 
 

@@ -44,7 +44,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from stages.rl.ray_cluster import ensure_ray, model_from_payload, model_payload
+from stages.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
+                                   start_actors)
 from stages.rl.rollout import Completion, SamplingParams, get_rollout_backend
 
 import ray  # noqa: E402,I001  (after stages.rl.ray_cluster, which sets Ray's environment)
@@ -109,46 +110,6 @@ class _RolloutActor:
         self.backend.close()
 
 
-_ACTOR_CLASS = None
-
-
-def _actor_class():
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        _ACTOR_CLASS = ray.remote(_RolloutActor)
-    return _ACTOR_CLASS
-
-
-def start_actors(make, count: int, timeout_s: float, what: str) -> list:
-    """Start ``count`` actors with ``make()`` and wait until every constructor has run.
-
-    An actor that fails to build raises RuntimeError ending with its error (the remote
-    traceback is the cause); actors that Ray cannot place
-    within ``timeout_s`` (e.g. more CPUs requested than the cluster has) raise RuntimeError.
-    Either way the actors already started are killed."""
-    actors = [make() for _ in range(count)]
-    try:
-        ray.get([a.ready.remote() for a in actors], timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        _kill(actors)
-        raise RuntimeError(f"{what}: {count} actor(s) not ready after {timeout_s:.0f} s (more CPUs, GPUs or "
-                           f"resources asked per actor than the cluster has?); free: {ray.available_resources()}"
-                           ) from None
-    except ray.exceptions.RayActorError as e:
-        _kill(actors)
-        lines = [x for x in str(e).splitlines() if x.strip()]       # the last line is the constructor's error
-        raise RuntimeError(f"{what}: an actor failed to start: {lines[-1] if lines else e}") from e
-    except BaseException:
-        _kill(actors)
-        raise
-    return actors
-
-
-def _kill(actors) -> None:
-    for a in actors:
-        ray.kill(a)
-
-
 def _own_arrays(c: Completion) -> None:
     """Numpy arrays from ``ray.get`` are read-only views of the object store: copy them, so a
     completion is as writable as one made in process (``torch.from_numpy`` warns on read-only
@@ -180,7 +141,7 @@ class RayRolloutPool:
             options["share"] = False
         self.name, self.workers, self.threads_per_worker = backend_name, workers, threads_per_worker
         payload, tok_ref = ray.put(model_payload(model)), ray.put(tok)
-        cls = _actor_class().options(**{"num_cpus": 0, **(actor_options or {})})
+        cls = remote_class(_RolloutActor).options(**{"num_cpus": 0, **(actor_options or {})})
         self.actors = start_actors(lambda: cls.remote(backend_name, payload, tok_ref, threads_per_worker, options),
                                    workers, ready_timeout_s, f"rollout pool ({backend_name})")
 
@@ -242,7 +203,7 @@ class RayRolloutPool:
             ray.get([a.close.remote() for a in actors], timeout=timeout_s)
         except Exception:  # noqa: BLE001 - a dead or stuck actor is killed below anyway
             pass
-        _kill(actors)
+        kill_actors(actors)
 
     def __enter__(self) -> "RayRolloutPool":
         return self

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import functools
 
-from stages.rl.ray_cluster import ensure_ray, model_from_payload, model_payload
-from stages.rl.rollout_ray import start_actors
+from stages.rl.ray_cluster import ensure_ray, model_from_payload, model_payload, remote_class, start_actors
 from stages.rl.trainer import get_trainer_backend
 
 import ray  # noqa: E402,I001  (after stages.rl.ray_cluster, which sets Ray's environment)
@@ -78,16 +77,6 @@ class _TrainerActor:
         return logp, ent, rec.routes()
 
 
-_ACTOR_CLASS = None
-
-
-def _actor_class():
-    global _ACTOR_CLASS
-    if _ACTOR_CLASS is None:
-        _ACTOR_CLASS = ray.remote(_TrainerActor)
-    return _ACTOR_CLASS
-
-
 class RayTrainer:
     """A :class:`~stages.rl.trainer.TrainerBackend` whose trainer runs in a Ray actor."""
 
@@ -105,7 +94,7 @@ class RayTrainer:
         self.threads = threads or torch.get_num_threads()
         self._kinds: dict[str, str | None] = {}
         payload = ray.put(model_payload(model))
-        cls = _actor_class().options(**{"num_cpus": 0, **(actor_options or {})})
+        cls = remote_class(_TrainerActor).options(**{"num_cpus": 0, **(actor_options or {})})
         (self._actor,) = start_actors(lambda: cls.remote(backend_name, payload, cfg, self.threads), 1,
                                       ready_timeout_s, f"trainer ({backend_name})")
 

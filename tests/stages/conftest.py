@@ -23,6 +23,16 @@ def small_world_config(**over):
     return WorldConfig(**{**SMALL_WORLD, **over})
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tests (float sums then match bit for bit across runs), restored after."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def world_config():
     return small_world_config()

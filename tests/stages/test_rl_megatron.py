@@ -19,12 +19,7 @@ TEXT = ("the quick brown fox jumps over the lazy dog 0123456789 while seven wiza
         "hex the jovial prize of a big sphinx; pack my box with five dozen liquor jugs. ") * 20
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
