@@ -77,6 +77,28 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
         _f("correct", pa.bool_()),
     ]),
     # Rows a stage rejected, with the reason: nothing is lost silently.
+    # One row per (merge candidate, dev suite): the merge stage's sweep, and which candidate it kept.
+    "merge_sweep": pa.schema([
+        _f("candidate", pa.string()),          # e.g. "ties w=0.70"
+        _f("method", pa.string()),             # ties | task_arithmetic | dare_ties | parent
+        _f("thinking_weight", pa.float64(), True),
+        _f("domain_weight", pa.float64(), True),
+        _f("density", pa.float64(), True),
+        _f("suite", pa.string()),              # a dev suite, or "mean"
+        _f("score", pa.float64()),             # mean verifier score on it
+        _f("prompts", pa.int64()),
+        _f("selected", pa.bool_()),
+    ]),
+    # One row per (judge, held-out preference pair): GenRM and baseline verdicts, scored.
+    "judgements": pa.schema([
+        _f("judge", pa.string()),              # genrm | bradley_terry | ...
+        _f("pair_id", pa.string()),
+        _f("label", pa.string()),              # A | B | TIE
+        _f("verdict", pa.string(), True),      # null = no well-formed verdict
+        _f("verdict_swapped", pa.string(), True),  # on the pair with A and B swapped, mapped back
+        _f("correct", pa.bool_()),
+        _f("consistent", pa.bool_(), True),    # verdict == verdict_swapped
+    ]),
     "quarantine": pa.schema([
         _f("source", pa.string()),             # input artifact or file
         _f("row_index", pa.int64()),

@@ -1,0 +1,48 @@
+"""Resumable state of a running stage: what a run killed mid-way (SIGKILL, preemption) needs to go on.
+
+A stage run's state lives outside the artifact store, in one directory per
+(output kind, output name, output version) under ``$COMPASS_STATE_DIR``
+(default ``.compass/state``). The version is the run's fingerprint, so only a
+re-run of the very same stage run (same config, inputs and code) finds it.
+Each state file is replaced atomically (temp file, then rename): a kill during
+a save leaves the previous state whole. The stage removes the directory once
+its outputs are committed (they hold everything then).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+
+def state_dir_for(writer) -> Path:
+    """The state directory of the stage run filling ``writer`` (an ``ArtifactWriter``)."""
+    root = Path(os.environ.get("COMPASS_STATE_DIR", ".compass/state"))
+    return root / writer.kind / writer.name / writer.version
+
+
+def save_state(state_dir: str | Path, name: str, state) -> Path:
+    """``torch.save`` ``state`` as ``state_dir/name``, atomically."""
+    d = Path(state_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{name}.tmp-{os.getpid()}"
+    torch.save(state, tmp)
+    os.replace(tmp, d / name)
+    return d / name
+
+
+def load_state(state_dir: str | Path | None, name: str):
+    """The saved state, or None when there is none."""
+    if state_dir is None:
+        return None
+    path = Path(state_dir) / name
+    if not path.exists():
+        return None
+    return torch.load(path, weights_only=False)
+
+
+def clear_state(state_dir: str | Path | None) -> None:
+    if state_dir is not None:
+        shutil.rmtree(state_dir, ignore_errors=True)
