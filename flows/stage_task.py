@@ -1,10 +1,14 @@
-"""The one Prefect task every stage runs in: retries on infrastructure errors only."""
+"""The one Prefect task every stage runs in: retries on infrastructure errors only,
+and publishes the run's markdown summary as a Prefect artifact."""
 from __future__ import annotations
 
 from prefect import task
+from prefect.artifacts import create_markdown_artifact
 
 from stages.common.invoke import invoke_stage
 from stages.common.runner import is_infra_error
+from stages.common.stage_summary import markdown_key, stage_summary
+from stages.common.store import ArtifactStore
 
 
 def _retry_on_infra_error(task, task_run, state) -> bool:
@@ -16,5 +20,8 @@ def _retry_on_infra_error(task, task_run, state) -> bool:
       persist_result=False)
 def stage_task(stage: str, run_name: str, config: dict, inputs: dict[str, str], store: str,
                store_options: dict, output_names: dict[str, str]) -> dict:
-    return invoke_stage(stage, config=config, inputs=inputs, store=store, store_options=store_options,
-                        run_name=run_name, output_names=output_names).to_dict()
+    result = invoke_stage(stage, config=config, inputs=inputs, store=store, store_options=store_options,
+                          run_name=run_name, output_names=output_names)
+    create_markdown_artifact(stage_summary(result, ArtifactStore(store, storage_options=store_options)),
+                             key=markdown_key(run_name), description=f"{run_name}: stage {stage}")
+    return result.to_dict()
