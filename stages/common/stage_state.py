@@ -17,10 +17,13 @@ from pathlib import Path
 import torch
 
 
+def state_root() -> Path:
+    return Path(os.environ.get("COMPASS_STATE_DIR", ".compass/state"))
+
+
 def state_dir_for(writer) -> Path:
     """The state directory of the stage run filling ``writer`` (an ``ArtifactWriter``)."""
-    root = Path(os.environ.get("COMPASS_STATE_DIR", ".compass/state"))
-    return root / writer.kind / writer.name / writer.version
+    return state_root() / writer.kind / writer.name / writer.version
 
 
 def save_state(state_dir: str | Path, name: str, state) -> Path:

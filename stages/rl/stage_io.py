@@ -9,7 +9,6 @@ Outputs (slots of both RL stages):
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Sequence
@@ -17,6 +16,7 @@ from typing import Sequence
 import torch
 
 from stages.common.model_factory import load_checkpoint, save_checkpoint
+from stages.common.stage_state import state_root
 from stages.common.store import Artifact, ArtifactWriter
 from stages.rl.config import RLConfig
 from stages.rl.data import RLPrompt, filter_by_pass_rate
@@ -24,10 +24,10 @@ from stages.rl.engine import RLResult, ScoreFn, rollouts_table, train
 
 
 def state_dir_for(desc: str, version: str) -> Path:
-    """Where an RL stage run keeps its resumable state: one directory per (stage, output version),
-    under ``$COMPASS_RL_STATE`` (default ``.compass/rl_state``), so a re-run of the same stage
-    version after a kill finds it."""
-    return Path(os.environ.get("COMPASS_RL_STATE", ".compass/rl_state")) / desc / version
+    """Where an RL stage run keeps its resumable state: one directory per (stage, output version)
+    under ``$COMPASS_STATE_DIR/rl`` (see ``stages.common.stage_state``), so a re-run of the same
+    stage version after a kill finds it."""
+    return state_root() / "rl" / desc / version
 
 
 def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
