@@ -47,11 +47,11 @@ def test_shipped_configs_load():
 
 
 def test_misspelled_key_names_file_path_and_suggestion(tmp_path: Path):
-    path = write(tmp_path, {"sft_longcot": {"lr_rate": 0.1, "steps": 3}})
+    path = write(tmp_path, {"sft_longcot": {"lrr": 0.1, "steps": 3}})
     lines = error_lines(path)
     assert len(lines) == 1
     line = lines[0]
-    assert str(path) in line and "sft_longcot.lr_rate" in line and "did you mean 'lr'?" in line
+    assert str(path) in line and "sft_longcot.lrr" in line and "did you mean 'lr'?" in line
     assert line.startswith("config error in ")
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 from stages.common.runner import StageSpec, execute
 from stages.sft.config import SFTConfig
 
-SPEC = StageSpec(name="sft", config=SFTConfig, inputs={"base": "checkpoint", "data": "sft_samples"},
-                 outputs={"checkpoint": "checkpoint"}, body="stages.sft.stage:_body", libraries=("common",))
+SPEC = StageSpec(name="sft", config=SFTConfig,
+                 inputs={"base": "checkpoint", "data": "sft_samples", "eval": "prompts"},
+                 optional_inputs=frozenset({"eval"}),
+                 outputs={"checkpoint": "checkpoint"}, body="stages.sft.stage:_body",
+                 libraries=("common", "rl", "evaluation", "gym"))
 
 
 def run(config: SFTConfig, inputs: dict, store, **kw):

@@ -1,7 +1,10 @@
-"""SFT stage: real optimizer steps on a tiny model, a loadable HF checkpoint, reuse on re-run."""
+"""SFT stage: real optimizer steps on a tiny model, a loadable HF checkpoint, reuse on re-run,
+held-out loss, and held-out suites scored by the gym's verifiers."""
 from __future__ import annotations
 
+import os
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -16,7 +19,7 @@ from stages.common.runner import StageInputError
 from stages.common.store import ArtifactStore
 from stages.sft import stage as sft
 from stages.sft.config import SFTConfig
-from tests.stages.helpers import commit_checkpoint, commit_table
+from tests.stages.helpers import MATH_VERIFIER, commit_checkpoint, commit_table
 
 _commit_checkpoint = commit_checkpoint
 
@@ -33,6 +36,11 @@ def _arith_samples(n: int, seed: int = 0, n_too_long: int = 0) -> pa.Table:
         rows.append({"id": f"long{i}", "domain": "math", "task": "arith", "language": "en",
                      "prompt": "1+1=?", "response": "<think>" + "1+1=2. " * 200 + "</think>2"})
     return pa.Table.from_pylist(rows)
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
 
 
 @pytest.fixture()
@@ -59,6 +67,15 @@ def test_sft_default_config_trains_saves_and_is_reused(world, monkeypatch):
     assert ex["tokens"] > ex["supervised_tokens"] > 0
     # Real learning: the loss falls well below its starting value (random init ~ log(vocab) ≈ 4.7).
     assert ex["loss_last5_mean"] < 0.75 * ex["loss_first5_mean"], ex
+    # ... on rows it never trained on too: a hash of the id holds out 5% (at least 4 rows)
+    assert ex["heldout_samples"] >= 4 and ex["train_samples"] + ex["heldout_samples"] == 96
+    assert ex["heldout_loss_last"] < 0.75 * ex["heldout_loss_first"], ex
+    assert [h["step"] for h in ex["heldout_curve"]] == [0, cfg.steps]
+    assert ex["mode"] == "packed" and 0.8 < ex["packing_efficiency"] <= 1.0 and ex["resumed_from_step"] is None
+    assert ex["lr_last"] < 0.2 * ex["lr_peak"]                                  # warmup, then cosine down
+    summary = (art.local_dir() / "summary.md").read_text()
+    assert f"| steps | {cfg.steps} |" in summary and "held-out loss" in summary
+    assert not list(Path(os.environ["COMPASS_STATE_DIR"]).rglob("*.pt"))       # trainer state saved, then cleared
 
     # The checkpoint is a plain HF folder: transformers loads it without our helpers.
     d = art.local_dir()
@@ -99,3 +116,36 @@ def test_sft_refuses_when_no_pair_fits(world):
     with pytest.raises(StageInputError, match="max_len=8"):
         sft.run(SFTConfig(max_len=8, steps=1), inputs, store)
     assert store.list("checkpoint", "checkpoint") == []
+
+
+def _constant_answer(n: int, domain: str, answer: str) -> list[dict]:
+    return [{"id": f"{domain}{i}", "domain": domain, "task": "t", "language": "en", "prompt": f"{i}*0+{answer}=?",
+             "response": f"<think>{i}*0=0.</think>{answer}"} for i in range(n)]
+
+
+def test_sft_scores_held_out_suites_with_the_gym(tmp_path, monkeypatch):
+    """With an ``eval`` input the trained model answers held-out prompts greedily and the gym's
+    verifier scores them: on a task it can learn in a few steps, accuracy goes from 0 (base) to 1."""
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    store = ArtifactStore(str(tmp_path / "a"))
+    tok = build_tokenizer("")
+    base = _commit_checkpoint(store, "base_ckpt", build_model(ModelConfig(), tok, seed=0), tok)
+    data = commit_table(store, "sft_samples", "sft_longcot", pa.Table.from_pylist(_constant_answer(64, "math", "7")))
+    prompts = [{"id": f"e{d}{i}", "domain": d, "task": "t", "language": "en", "prompt": f"{100 + i}*0+7=?",
+                "reference": "7", "verifier": MATH_VERIFIER, "difficulty": 1, "pass_rate": None}
+               for d in ("math", "ecommerce") for i in range(6)]
+    evals = commit_table(store, "prompts", "eval_prompts", pa.Table.from_pylist(prompts))
+    cfg = SFTConfig(steps=40, batch_size=8, lr=3e-3, eval_domains=["math"], eval_max_prompts_per_suite=4,
+                    eval_max_new_tokens=16, eval_base=True)
+    res = sft.run(cfg, {"base": base, "data": data, "eval": evals}, store)
+    art = store.open(res.outputs["checkpoint"])
+    ex = art.manifest.extra
+    assert {r.slot for r in art.manifest.inputs} == {"base", "data", "eval"}
+    assert ex["eval_prompts"] == {"math": 4}                                     # only the domains asked, capped
+    assert ex["eval_base_accuracy"] == {"math": 0.0} and ex["eval_accuracy"] == {"math": 1.0}, ex
+    summary = (art.local_dir() / "summary.md").read_text()
+    assert "| math | 4 | 1.000 |" in summary and "base accuracy" in summary
+    # the eval slot is optional, and part of the run's identity
+    without = sft.run(cfg, {"base": base, "data": data}, store)
+    assert without.version != res.version
+    assert "eval_accuracy" not in store.open(without.outputs["checkpoint"]).manifest.extra
