@@ -15,6 +15,7 @@ BENCHMARKS = {
     "router-replay": "compass.bench.router_replay",
     "learning-efficiency": "compass.bench.learning_efficiency",
     "vs-trl": "compass.bench.vs_trl",
+    "genrm": "compass.bench.genrm",
 }
 
 

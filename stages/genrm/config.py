@@ -1,18 +1,42 @@
 from pydantic import Field
 
 from stages.common.config import StrictModel
+from stages.rl.config import RLConfig
+
+
+def _grpo_default() -> RLConfig:
+    return RLConfig(steps=4, prompts_per_step=8, group_size=4, max_new_tokens=80, lr=1e-4, checkpoint_every=1)
+
+
+class BradleyTerryConfig(StrictModel):
+    """The scalar-reward baseline trained on the same training pairs (stages/genrm/bradley_terry.py)."""
+    steps: int = Field(60, ge=0, description="AdamW steps of the BT loss on non-tie pairs (0: no baseline)")
+    batch_size: int = Field(8, ge=1, description="pairs per step")
+    lr: float = Field(1e-3, gt=0)
 
 
 class GenRMConfig(StrictModel):
-    """Generative reward model: judges (prompt, response A, response B) with <answer>A|B|TIE</answer>."""
+    """Generative reward model: a warm start on programmatic rationales, then GRPO on verdict correctness
+    (paper §2.5.2), judged on held-out pairs beside a Bradley–Terry baseline."""
     seed: int = 0
-    steps: int = Field(60, ge=1, description="optimizer steps")
-    batch_size: int = Field(8, ge=1)
-    lr: float = Field(1e-3, gt=0)
+    holdout_fraction: float = Field(0.2, ge=0, lt=1, description="share of pairs held out (by a hash of the id)")
+    # warm start (SFT on structured judgements)
+    steps: int = Field(60, ge=0, description="warm-start SFT optimizer steps (0: no warm start)")
+    batch_size: int = Field(8, ge=1, description="warm-start batch size")
+    lr: float = Field(1e-3, gt=0, description="warm-start learning rate")
     warmup_steps: int = Field(3, ge=0)
     grad_clip: float = Field(1.0, gt=0)
-    max_len: int = Field(512, ge=16, description="judge inputs longer than this (tokens) are skipped and counted")
+    max_len: int = Field(512, ge=16, description="pairs whose judge input + max_new_tokens is longer are skipped "
+                                                 "and counted")
     swap_augment: bool = Field(True, description="also train on each pair with A and B swapped (label swapped)")
-    eval_pairs: int = Field(64, ge=0, description="training pairs judged greedily for the accuracy metric")
-    max_new_tokens: int = Field(8, ge=3, description="generation budget for a verdict")
     log_every: int = Field(20, ge=1)
+    # GRPO (the RL engine; reward = 1[verdict == label])
+    grpo: RLConfig = Field(default_factory=_grpo_default, description="the RL engine's settings for the GRPO "
+                                                                       "step (steps 0 is not allowed; see docs)")
+    format_reward: float = Field(0.0, ge=0, le=1, description="weight w of the format term: reward = (1-w) "
+                                                              "1[verdict == label] + w 1[format ok]")
+    bt: BradleyTerryConfig = BradleyTerryConfig()
+    # evaluation
+    eval_pairs: int = Field(64, ge=0, description="held-out pairs judged (both orders); 0: all")
+    max_new_tokens: int = Field(80, ge=3, description="generation budget of a judgement at evaluation")
+    flip_examples: int = Field(3, ge=0, description="advantage-flipping cases written to summary.md")

@@ -6,7 +6,8 @@ from stages.common.runner import StageSpec, execute
 from stages.genrm.config import GenRMConfig
 
 SPEC = StageSpec(name="genrm", config=GenRMConfig, inputs={"base": "checkpoint", "pairs": "preference_pairs"},
-                 outputs={"checkpoint": "checkpoint"}, body="stages.genrm.stage:_body", libraries=("common", "sft"))
+                 outputs={"checkpoint": "checkpoint", "judgements": "judgements", "quarantine": "quarantine"},
+                 body="stages.genrm.stage:_body", libraries=("common", "sft", "rl", "gym"))
 
 
 def run(config: GenRMConfig, inputs: dict, store, **kw):

@@ -1,130 +1,161 @@
-"""GenRM stage (provisional): teach a checkpoint to judge preference pairs with a ternary verdict.
+"""GenRM stage: a generative judge of preference pairs with ternary verdicts, beside a Bradley–Terry baseline.
 
-The minimal version builds a judge prompt from each (prompt, response_a,
-response_b) row (``stages.genrm.verdict.judge_prompt``) and runs real
-supervised AdamW steps towards the completion ``<answer>A</answer>``,
-``<answer>B</answer>`` or ``<answer>TIE</answer>`` (optionally also on the
-A/B-swapped pair, against position bias). Rows whose label is not A, B or TIE,
-and rows too long for ``max_len``, are skipped and counted, never fatal. The
-greedy verdict accuracy and format rate on the training pairs, before and
-after training, go in the manifest. The full version trains the judge with
-GRPO on ternary verdicts (reward 1 for the right verdict, with a thinking
-trace before it) and reports a Bradley-Terry reward-model baseline beside it.
+1. **Screen** the pairs: a label outside {A, B, TIE} or an empty prompt/response goes to the
+   ``quarantine`` output with its reason (``stages.genrm.pairs``); pairs too long are counted.
+2. **Split** by a hash of the id: ``holdout_fraction`` of the pairs are never trained on.
+3. **Warm start** (``stages.genrm.warm_start``): SFT on programmatic judgements
+   ``<type>…</type><rubric>…</rubric><eval>…</eval><answer>X</answer>``.
+4. **GRPO** (``stages.genrm.grpo``) with the RL engine: reward 1[verdict == label] (paper §2.5.2).
+5. **Bradley–Terry** baseline (``stages.genrm.bradley_terry``) from the same base on the same pairs.
+6. **Held-out evaluation** (``stages.genrm.evaluate``): both orders of every pair → accuracy, tie
+   accuracy, swap consistency (``judgements`` output), and advantage flips (``stages.genrm.flips``).
+
+Steps 3-5 are resumable after SIGKILL (``stages.common.stage_state``); ``summary.md`` goes in the checkpoint.
 """
 from __future__ import annotations
 
 import collections
+import json
 import logging
-import random
 
+import pyarrow as pa
 import torch
 
-from stages.common.lm import encode_sft_pair, sample
+from stages.common.lm import chat_prefix
 from stages.common.model_factory import load_checkpoint, save_checkpoint
 from stages.common.runner import StageInputError
+from stages.common.stage_state import clear_state, load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
+from stages.genrm import evaluate as ev
+from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, encode_response, train_bt
 from stages.genrm.config import GenRMConfig
-from stages.genrm.verdict import SWAP, judge_prompt, normalize_label, parse_verdict, verdict_text
-from stages.sft.train import train_sft
+from stages.genrm.grpo import run_grpo
+from stages.genrm.pairs import QUARANTINE_SCHEMA, screen_pairs, split_pairs
+from stages.genrm.summary import render
+from stages.genrm.verdict import judge_prompt
+from stages.genrm.warm_start import warm_start
+from artifacts_schema.tables import TABLE_SCHEMAS
 
-PROVISIONAL = True
 log = logging.getLogger("compass.genrm")
+BT_STATE = "bradley_terry.pt"
+BT_FILE = "bradley_terry.pt"     # in the checkpoint folder
 
 
-def judge(model, tok, rows: list[dict], *, max_new_tokens: int, batch_size: int = 16) -> list[str | None]:
-    """Greedy verdicts (None when the output has no ``<answer>A|B|TIE</answer>``)."""
-    out = []
-    for i in range(0, len(rows), batch_size):
-        chunk = rows[i:i + batch_size]
-        gens = sample(model, tok, [judge_prompt(r["prompt"], r["response_a"], r["response_b"]) for r in chunk],
-                      n=1, max_new_tokens=max_new_tokens, temperature=0.0)
-        out.extend(parse_verdict(g[0]["text"]) for g in gens)
-    return out
+def _fits(tok, r: dict, limit: int) -> bool:
+    n = len(tok(chat_prefix(tok, judge_prompt(r["prompt"], r["response_a"], r["response_b"])),
+                add_special_tokens=False)["input_ids"])
+    return n <= limit
 
 
-def _encode(tok, row: dict, max_len: int):
-    return encode_sft_pair(tok, judge_prompt(row["prompt"], row["response_a"], row["response_b"]),
-                           verdict_text(row["label"]), max_len)
-
-
-def _score(verdicts: list[str | None], rows: list[dict]) -> dict:
-    n = len(rows)
-    if not n:
-        return {"accuracy": None, "format_rate": None}
-    return {"accuracy": sum(v == r["label"] for v, r in zip(verdicts, rows)) / n,
-            "format_rate": sum(v is not None for v in verdicts) / n}
+def bradley_terry(base_dir, train: list[dict], config: GenRMConfig, state_dir) -> tuple[ScalarRM, dict]:
+    """The BT baseline from ``base_dir`` trained on the non-tie ``train`` pairs, τ chosen on all of ``train``."""
+    lm, tok = load_checkpoint(base_dir)
+    torch.manual_seed(config.seed)
+    rm = ScalarRM(lm)
+    saved = load_state(state_dir, BT_STATE)
+    if saved is not None:
+        rm.load_state_dict(saved["model"])
+        return rm, saved["metrics"]
+    enc = []
+    for r in train:
+        if r["label"] == "TIE":
+            continue
+        w, lo = (r["response_a"], r["response_b"]) if r["label"] == "A" else (r["response_b"], r["response_a"])
+        a, b = encode_response(tok, r["prompt"], w, config.max_len), encode_response(tok, r["prompt"], lo,
+                                                                                       config.max_len)
+        if a is not None and b is not None:
+            enc.append((a, b))
+    losses = train_bt(rm, tok, enc, steps=config.bt.steps, batch_size=config.bt.batch_size, lr=config.bt.lr,
+                      seed=config.seed, log=log) if enc and config.bt.steps else []
+    scores = ev.bt_scores(rm, tok, train, config.max_len)
+    tau, acc = choose_tie_threshold([a - b for a, b in scores], [r["label"] for r in train])
+    k = min(5, len(losses)) or 1
+    metrics = {"bt_steps": len(losses), "bt_train_pairs": len(enc), "bt_tau": tau, "bt_train_accuracy": acc,
+               "bt_loss_first5_mean": sum(losses[:k]) / k if losses else None,
+               "bt_loss_last5_mean": sum(losses[-k:]) / k if losses else None}
+    save_state(state_dir, BT_STATE, {"model": rm.state_dict(), "metrics": metrics})
+    return rm, metrics
 
 
 def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
     torch.manual_seed(config.seed)
-    model, tok = load_checkpoint(inputs["base"].local_dir())
-    table = inputs["pairs"].read_table()
-    rows, bad = [], collections.Counter()
-    for r in table.select(["prompt", "response_a", "response_b", "label"]).to_pylist():
-        label = normalize_label(r["label"])
-        if label is None:
-            bad[repr(r["label"])] += 1
-            continue
-        rows.append({**r, "label": label})
+    src = inputs["pairs"]
+    table = src.read_table()
+    usable, bad = screen_pairs(table.to_pylist(), src.uri)
+    outputs["quarantine"].write_table(pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA) if bad
+                                      else QUARANTINE_SCHEMA.empty_table())
+    reasons = collections.Counter(q["field"] for q in bad)
     if bad:
-        log.warning("genrm: skipped %d row(s) of %s with a label other than A/B/TIE: %s", sum(bad.values()),
-                    inputs["pairs"].uri, dict(bad.most_common(5)))
-    usable, encoded, too_long = [], [], 0
-    for r in rows:
-        e = _encode(tok, r, config.max_len)
-        if e is None:
-            too_long += 1
-            continue
-        usable.append(r)
-        encoded.append(e)
-        if config.swap_augment:
-            swapped = _encode(tok, {"prompt": r["prompt"], "response_a": r["response_b"],
-                                    "response_b": r["response_a"], "label": SWAP[r["label"]]}, config.max_len)
-            if swapped is not None:
-                encoded.append(swapped)
-    if not encoded:
-        raise StageInputError(f"genrm: no usable preference pair in {inputs['pairs'].uri}: {table.num_rows} row(s), "
-                              f"{sum(bad.values())} with a bad label, {too_long} judge input(s) longer than "
-                              f"max_len={config.max_len}")
-    if too_long:
-        log.warning("genrm: skipped %d pair(s) whose judge input is longer than max_len=%d", too_long, config.max_len)
-    # Judge pairs it trained on, in a seeded order.
-    eval_rows = random.Random(config.seed).sample(usable, min(config.eval_pairs, len(usable)))
-    before = _score(judge(model, tok, eval_rows, max_new_tokens=config.max_new_tokens), eval_rows)
-    m = train_sft(model, tok, encoded, steps=config.steps, batch_size=config.batch_size, lr=config.lr,
-                  warmup_steps=config.warmup_steps, weight_decay=0.0, grad_clip=config.grad_clip, seed=config.seed,
-                  log_every=config.log_every, logger=log, desc="genrm")
-    verdicts = judge(model, tok, eval_rows, max_new_tokens=config.max_new_tokens)
-    after = _score(verdicts, eval_rows)
-    labels = collections.Counter(r["label"] for r in usable)
-    losses = m["losses"]
-    k = min(5, len(losses))
-    metrics = {
-        "rows": table.num_rows,
-        "rows_used": len(usable),
-        "skipped_bad_label": sum(bad.values()),
-        "bad_label_values": dict(bad.most_common(10)),
-        "skipped_too_long": too_long,
-        "train_examples": len(encoded),
-        "label_counts": {v: labels.get(v, 0) for v in ("A", "B", "TIE")},
-        "majority_share": max(labels.values()) / len(usable),
-        "steps": config.steps,
-        "loss_first": losses[0], "loss_last": losses[-1],
-        "loss_first5_mean": sum(losses[:k]) / k, "loss_last5_mean": sum(losses[-k:]) / k,
-        "tokens": m["tokens"],
-        "eval_pairs": len(eval_rows),
-        "verdict_accuracy": after["accuracy"], "verdict_format_rate": after["format_rate"],
-        "verdict_accuracy_before": before["accuracy"], "verdict_format_rate_before": before["format_rate"],
-        "verdict_counts": dict(collections.Counter(str(v) for v in verdicts)),
-    }
-    log.info("genrm: %d pairs (%d bad label, %d too long), loss %.3f -> %.3f, greedy verdict accuracy %s "
-             "(format %s) on %d training pairs; before: %s (format %s)", len(usable), sum(bad.values()), too_long,
-             metrics["loss_first5_mean"], metrics["loss_last5_mean"], after["accuracy"], after["format_rate"],
-             len(eval_rows), before["accuracy"], before["format_rate"])
-    out = outputs["checkpoint"]
-    save_checkpoint(model, tok, out.dir, meta={"stage": "genrm", "provisional": PROVISIONAL,
-                                                "judge_format": "stages.genrm.verdict", **metrics})
-    out.extra.update(metrics)
+        log.warning("genrm: quarantined %d of %d row(s) of %s: %s", len(bad), table.num_rows, src.uri,
+                    [q["reason"] for q in bad[:5]])
+    base_dir = inputs["base"].local_dir()
+    model, tok = load_checkpoint(base_dir)
+    limit = min(config.max_len, model.config.max_position_embeddings) - max(config.max_new_tokens,
+                                                                             config.grpo.max_new_tokens)
+    fits = [r for r in usable if _fits(tok, r, limit)]
+    too_long = len(usable) - len(fits)
+    train, held = split_pairs(fits, config.holdout_fraction, config.seed)
+    if not train:
+        raise StageInputError(f"genrm: no usable training pair in {src.uri}: {table.num_rows} row(s), "
+                              f"{len(bad)} quarantined ({dict(reasons)}), {too_long} too long for max_len="
+                              f"{config.max_len}, {len(held)} held out")
+    ckpt = outputs["checkpoint"]
+    state = state_dir_for(ckpt)
+    m = {"rows": table.num_rows, "quarantined": len(bad), "quarantine_reasons": dict(reasons),
+         "skipped_too_long": too_long, "train_pairs": len(train), "holdout_pairs": len(held),
+         "label_counts_train": dict(collections.Counter(r["label"] for r in train)),
+         "format_reward": config.format_reward}
+    m.update(warm_start(model, tok, train, config, state, log))
+    res = run_grpo(model, tok, train, config, state / "grpo", ckpt.dir, log)
+    s = res.summary()
+    m.update({"grpo_steps": s["steps"], "grpo_reward_first": s["reward_mean_first"],
+              "grpo_reward_last": s["reward_mean_last"], "grpo_tokens": s["tokens"],
+              "grpo_reward_curve": [round(x["reward_mean"], 4) for x in res.metrics]})
+    rm, bt_m = bradley_terry(base_dir, train, config, state) if config.bt.steps else (None, {})
+    m.update(bt_m)
+
+    eval_rows = held if not config.eval_pairs else held[:config.eval_pairs]
+    g_rows, n_fmt = ev.genrm_judgements(model, tok, eval_rows, max_new_tokens=config.max_new_tokens)
+    g = ev.judge_metrics(g_rows)
+    m["genrm_format_rate"] = n_fmt / (2 * len(eval_rows)) if eval_rows else None
+    bt_rows, bt, flips = [], None, None
+    if rm is not None:
+        scores = ev.bt_scores(rm, tok, eval_rows, config.max_len)
+        bt_rows = ev.bt_judgements(scores, eval_rows, m["bt_tau"])
+        bt = ev.judge_metrics(bt_rows)
+        with_ref = [i for i, r in enumerate(eval_rows) if r.get("reference")]
+        if with_ref:
+            rows_ref = [eval_rows[i] for i in with_ref]
+            flips = ev.count_flips(rows_ref, [scores[i] for i in with_ref],
+                                   ev.genrm_reference_rewards(model, tok, rows_ref,
+                                                              max_new_tokens=config.max_new_tokens),
+                                   config.flip_examples)
+    outputs["judgements"].write_table(pa.Table.from_pylist(g_rows + bt_rows, schema=TABLE_SCHEMAS["judgements"])
+                                      if g_rows or bt_rows else TABLE_SCHEMAS["judgements"].empty_table())
+    head = {"genrm_accuracy": g["accuracy"], "genrm_tie_accuracy": g["tie_accuracy"],
+            "genrm_non_tie_accuracy": g["non_tie_accuracy"], "genrm_swap_consistency": g["swap_consistency"],
+            "genrm_format_rate": m["genrm_format_rate"], "eval_pairs": g["pairs"], "eval_ties": g["ties"],
+            "genrm_accuracy_se": g["accuracy_se"], "genrm_tie_accuracy_se": g["tie_accuracy_se"],
+            "bt_accuracy_se": bt and bt["accuracy_se"], "bt_tie_accuracy_se": bt and bt["tie_accuracy_se"],
+            "bt_accuracy": bt and bt["accuracy"], "bt_tie_accuracy": bt and bt["tie_accuracy"],
+            "bt_non_tie_accuracy": bt and bt["non_tie_accuracy"],
+            "bt_flips": flips and flips["bradley_terry"]["flips"], "genrm_flips": flips and flips["genrm"]["flips"],
+            "flips_avoided": flips and flips["flips_avoided"]}
+    m.update(head)
+    log.info("genrm: held-out accuracy %s (tie %s) vs Bradley-Terry %s (tie %s); flips BT %s, GenRM %s",
+             g["accuracy"], g["tie_accuracy"], head["bt_accuracy"], head["bt_tie_accuracy"], head["bt_flips"],
+             head["genrm_flips"])
+    save_checkpoint(model, tok, ckpt.dir, meta={"stage": "genrm", "judge_format": "stages.genrm.verdict", **m})
+    if rm is not None:      # the baseline beside the judge, for benchmarks: ScalarRM(base).load_state_dict
+        torch.save({"head": rm.head.state_dict(), "lm": rm.lm.state_dict(), "tau": m["bt_tau"]},
+                   ckpt.dir / BT_FILE)
+    (ckpt.dir / "summary.md").write_text(render(m, g, bt, flips))
+    if flips:
+        (ckpt.dir / "flip_examples.json").write_text(json.dumps(flips["examples"], indent=1, ensure_ascii=False))
+    for w in outputs.values():
+        w.extra.update(head)
+    ckpt.extra.update({k: v for k, v in m.items() if k not in head})
+    clear_state(state)
 
 
 from stages.genrm.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)
