@@ -62,20 +62,23 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
 
 
 def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
+    """A kill inside SFT leaves no visible artifact; re-running the same config resumes SFT from its last
+    saved step (not from scratch) and reuses the stages that had finished."""
     store = e2e_tmp / "store"
-    cfg = write_config(e2e_tmp / "c.yaml", str(store), sft_longcot={"steps": 400, "batch_size": 8})
+    sft = {"steps": 160, "batch_size": 8, "checkpoint_every": 20, "eval_every": 0}
+    cfg = write_config(e2e_tmp / "c.yaml", str(store), sft_longcot=sft)
     proc = subprocess.Popen([sys.executable, "-m", "compass.cli", "run", "--config", str(cfg)], cwd=REPO,
                             env=compass_env(e2e_tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     payloads = store / "checkpoint" / "thinking_ckpt"
+    saved = e2e_tmp / "state" / "checkpoint" / "thinking_ckpt"
     deadline = time.time() + 300
     try:
         while time.time() < deadline and proc.poll() is None:
-            if payloads.exists() and any(p.name.startswith("data-") for p in payloads.glob("*/*")):
-                time.sleep(1.0)  # well inside the 400-step SFT
+            if list(saved.glob("*/sft_state.pt")):     # a trainer state is saved: kill inside the SFT
                 break
             time.sleep(0.1)
-        assert proc.poll() is None, "pipeline ended before SFT started"
+        assert proc.poll() is None, "pipeline ended before SFT saved a state"
         os.killpg(proc.pid, signal.SIGKILL)
     finally:
         if proc.poll() is None:
@@ -89,10 +92,13 @@ def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
     for vdir in payloads.glob("*"):
         assert not (vdir / "manifest.json").exists()
 
-    cfg = write_config(e2e_tmp / "c2.yaml", str(store))  # resume with the short SFT
     res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_longcot"], e2e_tmp).stdout)
     st = _statuses(res)
     assert st["world"] == "reused" and st["data_filter"] == "reused" and st["sft_longcot"] == "ran"
+    ckpt = ArtifactStore(str(store)).open({s["run_name"]: s for s in res["stages"]}["sft_longcot"]["outputs"]
+                                          ["checkpoint"])
+    assert ckpt.manifest.extra["resumed_from_step"] in range(20, 160, 20), ckpt.manifest.extra
+    assert not list(saved.glob("*/sft_state.pt"))          # the state is gone once the output is committed
 
 
 def test_pipeline_on_s3(e2e_tmp: Path, s3_store_root):
