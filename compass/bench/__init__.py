@@ -16,6 +16,7 @@ BENCHMARKS = {
     "learning-efficiency": "compass.bench.learning_efficiency",
     "vs-trl": "compass.bench.vs_trl",
     "genrm": "compass.bench.genrm",
+    "merge": "compass.bench.merge",
 }
 
 

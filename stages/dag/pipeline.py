@@ -29,8 +29,10 @@ PIPELINE: tuple[Node, ...] = (
          {"checkpoint": "thinking_ckpt"}),
     Node("sft_domain", "sft", {"base": "base_ckpt", "data": "sft_domain", "eval": "eval_prompts"},
          {"checkpoint": "domain_ckpt"}),
-    Node("merge", "merge", {"base": "base_ckpt", "thinking": "thinking_ckpt", "domain": "domain_ckpt"},
-         {"checkpoint": "thinking_base"}),
+    # the merge sweep picks its candidate on RL prompts: unseen by SFT, and not the held-out eval suites
+    Node("merge", "merge", {"base": "base_ckpt", "thinking": "thinking_ckpt", "domain": "domain_ckpt",
+                            "dev": "rl_prompts"},
+         {"checkpoint": "thinking_base", "sweep": "merge_sweep"}),
     Node("genrm", "genrm", {"base": "base_ckpt", "pairs": "preference_pairs"},
          {"checkpoint": "genrm_ckpt", "judgements": "genrm_judgements", "quarantine": "genrm_quarantine"}),
     Node("reasoning_rl", "reasoning_rl", {"policy": "thinking_base", "prompts": "rl_prompts"},

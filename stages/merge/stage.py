@@ -1,17 +1,25 @@
-"""Merge stage (provisional): one real mergekit merge of the thinking and domain SFT checkpoints.
+"""Merge stage: mergekit merges of the thinking and domain SFT checkpoints onto their base.
 
-The minimal version checks that base, thinking and domain share one
-architecture (config.json) and one tokenizer (vocabulary), then runs
-mergekit's Python API (``MergeConfiguration`` + ``run_merge``) on CPU with
-``base_model`` = base, ``models`` = thinking (``thinking_weight``) and domain
-(``domain_weight``), ``density`` and ``method`` (ties, task_arithmetic,
-dare_ties) from the config. mergekit writes Qwen3-MoE experts in the fused
-transformers-5 layout; the result is loaded with transformers (which proves
-it loads), checked finite and re-saved, so every checkpoint in the store has
-the same on-disk layout, with the base tokenizer. Distances of the merge to
-its parents go in the manifest. The full version adds a sweep over
-weights/densities scored on held-out suites and a TIES / Task Arithmetic /
-DARE comparison table.
+First it checks that base, thinking and domain share one architecture
+(config.json) and one tokenizer (vocabulary), and refuses with both URIs
+otherwise. A merge runs mergekit's Python API (``MergeConfiguration`` +
+``run_merge``) on CPU with ``base_model`` = base, ``models`` = thinking and
+domain with their weights, ``density`` and ``method`` (ties, task_arithmetic,
+dare_ties). mergekit writes Qwen3-MoE experts in the fused transformers-5
+layout; the kept result is loaded with transformers (which proves it loads),
+checked finite and re-saved, so every checkpoint in the store has the same
+on-disk layout, with the base tokenizer. Distances to its parents go in the
+manifest.
+
+Without ``sweep`` the stage makes one merge and writes an empty sweep table.
+With ``sweep`` (paper §2.3: the Long-CoT weight decides the result; TIES
+against TA and DARE) it draws a seeded dev suite from the ``dev`` input,
+scores both parents and every candidate (method x Long-CoT weight x density)
+greedily with the evaluation stage's scorer, keeps the candidate with the
+largest smallest margin to a parent on the parents' home domains
+(stages/merge/sweep.py), and writes the table method x weight -> dev scores
+(``sweep``) and ``summary.md``. Scores are saved after every candidate in the
+run's state directory, so a run killed mid-sweep resumes where it stopped.
 """
 from __future__ import annotations
 
@@ -24,12 +32,17 @@ from pathlib import Path
 import torch
 import yaml
 
+import pyarrow as pa
+
+from artifacts_schema.tables import TABLE_SCHEMAS
 from stages.common.model_factory import save_checkpoint
 from stages.common.runner import StageInputError
+from stages.common.stage_state import clear_state, load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
+from stages.merge import sweep as sw
 from stages.merge.config import MergeConfig
 
-PROVISIONAL = True
+STATE_FILE = "sweep_state.pt"
 log = logging.getLogger("compass.merge")
 
 # config.json keys that decide tensor names and shapes: all must agree to merge.
@@ -142,11 +155,10 @@ def _distances(merged: dict, parents: dict[str, dict]) -> dict:
     return out
 
 
-def _body(config: MergeConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
+def _merge_checkpoint(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str, Path],
+                      out: ArtifactWriter) -> dict:
+    """Merge with ``config`` into ``out`` (checked, re-saved through transformers); returns the metrics."""
     t0 = time.perf_counter()
-    dirs = {slot: inputs[slot].local_dir() for slot in SLOTS}
-    check_compatible(inputs, dirs)
-    out = outputs["checkpoint"]
     with tempfile.TemporaryDirectory(prefix="compass-merge-") as tmp:
         tmp = Path(tmp)
         raw = tmp / "mergekit_out"
@@ -158,10 +170,7 @@ def _body(config: MergeConfig, inputs: dict[str, Artifact], outputs: dict[str, A
         model = _load_model(raw)  # transformers must load what mergekit wrote
         tok = _load_tokenizer(raw if has_tok else dirs["base"])
         merged = model.state_dict()
-        bad = [k for k, v in merged.items() if not torch.isfinite(v).all()]
-        if bad:
-            raise RuntimeError(f"merge: mergekit produced non-finite weights in {bad[:5]} "
-                               f"(method {config.method}, inputs {[inputs[s].uri for s in SLOTS]})")
+        _check_finite(merged, config, inputs)
         parents = {s: _load_model(dirs[s]).state_dict() for s in SLOTS}
         missing = sorted(set(parents["base"]) ^ set(merged))
         if missing:
@@ -170,7 +179,7 @@ def _body(config: MergeConfig, inputs: dict[str, Artifact], outputs: dict[str, A
                    "thinking_weight": config.thinking_weight, "domain_weight": config.domain_weight,
                    "merge_s": merge_s, **_distances(merged, parents)}
         # Re-save through transformers: same on-disk layout as every other checkpoint.
-        save_checkpoint(_canonical(model), tok, out.dir, meta={"stage": "merge", "provisional": PROVISIONAL, **metrics})
+        save_checkpoint(_canonical(model), tok, out.dir, meta={"stage": "merge", **metrics})
         record = mergekit_document(config, {s: inputs[s].uri for s in SLOTS})
         (out.path("mergekit_config.yml")).write_text(
             "# mergekit configuration of this merge (model paths shown as artifact URIs)\n"
@@ -179,7 +188,108 @@ def _body(config: MergeConfig, inputs: dict[str, Artifact], outputs: dict[str, A
              "|M-base| %.3f, |M-thinking| %.3f, |M-domain| %.3f (%.1fs)", config.method, config.thinking_weight,
              config.domain_weight, config.density, metrics["l2_to_base"], metrics["l2_to_thinking"],
              metrics["l2_to_domain"], time.perf_counter() - t0)
-    out.extra.update(metrics)
+    return metrics
+
+
+def _check_finite(sd: dict, config: MergeConfig, inputs: dict[str, Artifact]) -> None:
+    bad = [k for k, v in sd.items() if not torch.isfinite(v).all()]
+    if bad:
+        raise RuntimeError(f"merge: mergekit produced non-finite weights in {bad[:5]} "
+                           f"(method {config.method}, inputs {[inputs[s].uri for s in SLOTS]})")
+
+
+# Called as on_candidate_scored(n_scored_this_run, candidate) after each candidate's result is saved
+# (tests inject a kill here to prove the resume).
+on_candidate_scored = None
+
+
+def _score(model, tok, dev: list[dict], sweep, uri: str) -> dict:
+    from stages.evaluation.config import EvalConfig
+    from stages.evaluation.stage import generate_and_score
+    cfg = EvalConfig(seed=sweep.seed, max_new_tokens=sweep.max_new_tokens, batch_size=sweep.batch_size,
+                     report_examples=0)
+    per_domain = sw.domain_scores(generate_and_score(cfg, model, tok, dev, uri))
+    return {"domains": per_domain, "home": sw.home_scores(per_domain, sweep)}
+
+
+def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str, Path],
+               outputs: dict[str, ArtifactWriter]) -> dict:
+    """Score both parents and every candidate on dev (resuming from saved state), keep the best."""
+    sweep = config.sweep
+    dev_art = inputs["dev"]
+    dev = sw.draw_dev(dev_art.read_table().to_pylist(), sweep)
+    for w in sw.check_dev(dev, sweep, dev_art.uri):
+        log.warning("merge: %s", w)
+    cands = sw.candidates(config)
+    state_dir = state_dir_for(outputs["checkpoint"])
+    state = load_state(state_dir, STATE_FILE) or {"parents": {}, "candidates": {}}
+    resumed = len(state["candidates"])
+    if state["parents"] or resumed:
+        log.info("merge: resuming the sweep from %s (%d candidate(s) already scored)", state_dir, resumed)
+    tok = _load_tokenizer(dirs["base"])
+    for home in sw.HOMES:
+        if home not in state["parents"]:
+            state["parents"][home] = _score(_load_model(dirs[home]), tok, dev, sweep, inputs[home].uri)
+            save_state(state_dir, STATE_FILE, state)
+        log.info("merge: %s parent: dev thinking home %.3f, domain home %.3f", home,
+                 state["parents"][home]["home"]["thinking"], state["parents"][home]["home"]["domain"])
+    parents = state["parents"]
+    n_new = 0
+    t0 = time.perf_counter()
+    for c in cands:
+        if c.name in state["candidates"]:
+            continue
+        with tempfile.TemporaryDirectory(prefix="compass-merge-cand-") as tmp:
+            tmp = Path(tmp)
+            mc = c.merge_config(config)
+            run_mergekit(mc, dirs, tmp / "out", tmp)
+            model = _load_model(tmp / "out")
+            _check_finite(model.state_dict(), mc, inputs)
+            res = _score(model, tok, dev, sweep, c.name)
+        res["margins"] = sw.margins(res["home"], parents)
+        state["candidates"][c.name] = res
+        save_state(state_dir, STATE_FILE, state)
+        n_new += 1
+        log.info("merge: %s: dev thinking home %.3f, domain home %.3f, min margin %+.3f", c.name,
+                 res["home"]["thinking"], res["home"]["domain"], res["margins"]["min"])
+        if on_candidate_scored is not None:
+            on_candidate_scored(n_new, c)
+    scored = [(c, state["candidates"][c.name]) for c in cands]
+    chosen = sw.select(scored)
+    best, res = scored[chosen]
+    outputs["sweep"].write_table(pa.Table.from_pylist(sw.table_rows(parents, scored, chosen, sweep),
+                                                      schema=TABLE_SCHEMAS["merge_sweep"]))
+    metrics = _merge_checkpoint(best.merge_config(config), inputs, dirs, outputs["checkpoint"])
+    outputs["checkpoint"].path("summary.md").write_text(
+        sw.render_summary(parents, scored, chosen, sweep, dev_art.uri, len(dev), resumed))
+    headline = {"selected": best.name, "selected_method": best.method, "selected_thinking_weight": best.thinking_weight,
+                "selected_domain_weight": best.domain_weight, "selected_density": best.density,
+                "dev_prompts": len(dev), "dev_scores": res["home"],
+                "dev_parent_scores": {h: parents[h]["home"] for h in sw.HOMES},
+                "dev_margins": res["margins"], "candidates": len(cands), "resumed_candidates": resumed,
+                "sweep_s": time.perf_counter() - t0}
+    log.info("merge: kept %s (dev min margin to a parent %+.3f)", best.name, res["margins"]["min"])
+    clear_state(state_dir)
+    return {**metrics, **headline}
+
+
+def _body(config: MergeConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
+    dirs = {slot: inputs[slot].local_dir() for slot in SLOTS}
+    check_compatible(inputs, dirs)
+    if config.sweep is not None:
+        if "dev" not in inputs:
+            raise StageInputError("merge: the sweep scores its candidates on a dev suite: give the 'dev' input "
+                                  "(a prompts table the SFT never saw, not the evaluation suites, e.g. "
+                                  "data_filter's rl_prompts), or drop merge.sweep for a single merge")
+        extra = _run_sweep(config, inputs, dirs, outputs)
+    else:
+        if "dev" in inputs:
+            log.info("merge: no sweep configured: the dev input %s is not scored", inputs["dev"].uri)
+        extra = _merge_checkpoint(config, inputs, dirs, outputs["checkpoint"])
+        # Nothing was scored: the sweep table has no rows (configure a one-candidate sweep to score one merge).
+        outputs["sweep"].write_table(TABLE_SCHEMAS["merge_sweep"].empty_table())
+    for w in outputs.values():
+        w.extra.update(extra)
 
 
 def _load_model(d: Path):
