@@ -240,3 +240,28 @@ def test_aiohttp_errors_are_classified():
     assert is_infra_error(aiohttp.ClientPayloadError("truncated"))
     assert is_infra_error(aiohttp.ClientResponseError(None, (), status=502))
     assert not is_infra_error(aiohttp.ClientResponseError(None, (), status=404))
+
+
+def test_saved_state_survives_a_failure_and_is_removed_after_the_commit(tmp_path, monkeypatch, code):
+    """A stage's resumable state (stages.common.stage_state) is kept when the run fails and removed only
+    once its outputs are committed: a kill anywhere before the commit keeps the progress."""
+    from stages.common.stage_state import load_state, save_state, state_dir_for
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    store = ArtifactStore(str(tmp_path / "a"))
+    runs = []
+
+    def body(config, inputs, outputs):
+        d = state_dir_for(outputs["model"])
+        runs.append((d, load_state(d, "progress.pt")))
+        save_state(d, "progress.pt", {"step": 7})
+        outputs["model"].path("weights.bin").write_bytes(b"w")
+        if len(runs) == 1:
+            raise RuntimeError("killed after saving")
+    spec = StageSpec(name="fake_stage", config=FakeConfig, inputs={}, outputs={"model": "checkpoint"}, body=body)
+    with pytest.raises(RuntimeError):
+        execute(spec, FakeConfig(), {}, store)
+    state_dir = runs[0][0]
+    assert runs[0][1] is None and (state_dir / "progress.pt").exists()
+    assert execute(spec, FakeConfig(), {}, store).status == "ran"
+    assert runs[1] == (state_dir, {"step": 7})                        # the same run found its saved state
+    assert not state_dir.exists()                                      # and it is gone after the commit

@@ -16,7 +16,8 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from stages.common.fingerprint import code_version, digest, run_version, VERSION_LEN
+from stages.common.fingerprint import VERSION_LEN, code_version, digest, run_version
+from stages.common.stage_state import clear_state, state_dir_for
 from stages.common.store import Artifact, ArtifactError, ArtifactStore, ArtifactWriter
 
 log = logging.getLogger("compass.runner")
@@ -161,6 +162,8 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
             if w.committed is None:
                 w.abort()
         raise
+    for w in writers.values():
+        clear_state(state_dir_for(w))     # the committed outputs hold everything the state had
     for a in arts.values():
         store.set_latest(a.kind, a.name, a.version)
     wall = time.perf_counter() - t0

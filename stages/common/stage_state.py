@@ -5,16 +5,15 @@ A stage run's state lives outside the artifact store, in one directory per
 (default ``.compass/state``). The version is the run's fingerprint, so only a
 re-run of the very same stage run (same config, inputs and code) finds it.
 Each state file is replaced atomically (temp file, then rename): a kill during
-a save leaves the previous state whole. The stage removes the directory once
-its outputs are committed (they hold everything then).
+a save leaves the previous state whole. The runner removes the directory once
+the run's outputs are committed (they hold everything then), so a kill at any
+point before the commit keeps the saved progress.
 """
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
-
-import torch
 
 
 def state_root() -> Path:
@@ -28,6 +27,7 @@ def state_dir_for(writer) -> Path:
 
 def save_state(state_dir: str | Path, name: str, state) -> Path:
     """``torch.save`` ``state`` as ``state_dir/name``, atomically."""
+    import torch
     d = Path(state_dir)
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / f".{name}.tmp-{os.getpid()}"
@@ -43,6 +43,7 @@ def load_state(state_dir: str | Path | None, name: str):
     path = Path(state_dir) / name
     if not path.exists():
         return None
+    import torch
     return torch.load(path, weights_only=False)
 
 

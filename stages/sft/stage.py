@@ -18,7 +18,7 @@ import torch
 
 from stages.common.model_factory import load_checkpoint, save_checkpoint
 from stages.common.runner import StageInputError
-from stages.common.stage_state import clear_state, load_state, save_state, state_dir_for
+from stages.common.stage_state import load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.sft.config import SFTConfig
 from stages.sft.holdout import split_holdout
@@ -128,7 +128,6 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
                                                 "loss_curve": [round(x, 5) for x in losses]})
     out.path("summary.md").write_text(render_summary(out.name, metrics, eval_summary, base_summary))
     out.extra.update(metrics)
-    clear_state(state_dir)    # the outputs hold everything now; a kill before the commit just re-trains
 
 
 from stages.sft.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)
