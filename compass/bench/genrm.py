@@ -49,15 +49,15 @@ def _base(args, wcfg, world, out: Path, log):
     if args.base == "random":
         save_checkpoint(model, tok, out)
         return out
-    key = hashlib.sha256(json.dumps([wcfg.model_dump(mode="json"), args.sft_steps]).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([wcfg.model_dump(mode="json"), args.sft_steps, "packed-cosine"]).encode()).hexdigest()[:12]
     cache = Path(args.cache) / f"genrm-sft-{key}"
     if not (cache / "config.json").exists():
         from stages.sft.train import encode_table, train_sft
         t = world.raw_sft
         enc, _ = encode_table(tok, t.column("prompt").to_pylist(), t.column("response").to_pylist(), 256)
         t0 = time.perf_counter()
-        train_sft(model, tok, enc, steps=args.sft_steps, batch_size=16, lr=1e-3, warmup_steps=4, weight_decay=0.0,
-                  grad_clip=1.0, seed=0, log_every=100, logger=log, desc="sft")
+        train_sft(model, tok, enc, steps=args.sft_steps, batch_size=16, lr=1e-3, warmup_steps=10, weight_decay=0.0,
+                  grad_clip=1.0, seed=0, log_every=100, logger=log, desc="sft", packing=True, min_lr_ratio=0.1)
         print(f"base SFT: {args.sft_steps} steps in {time.perf_counter() - t0:.0f}s", flush=True)
         save_checkpoint(model, tok, cache)
     model, tok = load_checkpoint(cache)
@@ -69,7 +69,8 @@ def _genrm_config(args):
     from stages.genrm.config import BradleyTerryConfig, GenRMConfig
     from stages.rl.config import RLConfig
     return GenRMConfig(seed=args.seed, holdout_fraction=args.holdout, steps=args.warm_steps, batch_size=16,
-                       lr=args.warm_lr, eval_pairs=0, max_new_tokens=args.max_new_tokens, log_every=50,
+                       lr=args.warm_lr, warmup_steps=10, min_lr_ratio=0.1, reference_pairs=not args.no_reference_pairs,
+                       packing=True, eval_pairs=0, max_new_tokens=args.max_new_tokens, log_every=50,
                        grpo=RLConfig(seed=args.seed, steps=args.grpo_steps, prompts_per_step=8, group_size=4,
                                      max_new_tokens=args.max_new_tokens, lr=args.grpo_lr, checkpoint_every=0),
                        bt=BradleyTerryConfig(steps=args.bt_steps, batch_size=16, lr=args.bt_lr), flip_examples=3)
@@ -119,10 +120,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--pairs", type=int, default=1200, help="preference pairs in the world")
     ap.add_argument("--tie-fraction", type=float, default=0.2)
     ap.add_argument("--holdout", type=float, default=0.2, help="share of pairs held out")
-    ap.add_argument("--base", choices=("random", "sft"), default="random")
+    ap.add_argument("--base", choices=("random", "sft"), default="sft")
     ap.add_argument("--sft-steps", type=int, default=600, help="--base sft: SFT steps on the world's SFT rows")
     ap.add_argument("--n-sft", type=int, default=2000, help="SFT rows per suite in the world")
-    ap.add_argument("--warm-steps", type=int, default=300)
+    ap.add_argument("--warm-steps", type=int, default=1500)
+    ap.add_argument("--no-reference-pairs", action="store_true", help="warm start on the world's pairs only")
     ap.add_argument("--warm-lr", type=float, default=1e-3)
     ap.add_argument("--grpo-steps", type=int, default=20)
     ap.add_argument("--grpo-lr", type=float, default=1e-4)
@@ -133,7 +135,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--pandalm-max", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cache", default=".compass/bench_cache")
+    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "compass-bench"))
     ap.add_argument("--out", default=None, help="keep the store here (default: a temporary directory)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -170,6 +172,8 @@ def main(argv: list[str]) -> int:
         ("judge", "overall", "tie", "non-tie", "swap-consistent"),
         ("GenRM", ex["genrm_accuracy"], ex["genrm_tie_accuracy"], ex["genrm_non_tie_accuracy"],
          ex["genrm_swap_consistency"]),
+        ("GenRM (swap-cons.)", ex["genrm_consistent_accuracy"], ex["genrm_consistent_tie_accuracy"],
+         ex["genrm_consistent_non_tie_accuracy"], 1.0),
         ("Bradley-Terry", ex["bt_accuracy"], ex["bt_tie_accuracy"], ex["bt_non_tie_accuracy"], 1.0),
     ]
     for r in rows:
@@ -178,9 +182,10 @@ def main(argv: list[str]) -> int:
         "genrm_accuracy", "genrm_tie_accuracy", "bt_accuracy", "bt_tie_accuracy", "flips_avoided",
         "genrm_accuracy_se", "genrm_tie_accuracy_se", "bt_accuracy_se", "bt_tie_accuracy_se",
         "genrm_non_tie_accuracy", "bt_non_tie_accuracy", "genrm_swap_consistency", "genrm_format_rate",
+        "genrm_consistent_accuracy", "genrm_consistent_tie_accuracy", "genrm_consistent_non_tie_accuracy",
         "bt_flips", "genrm_flips", "eval_pairs", "eval_ties", "train_pairs", "grpo_reward_first",
         "grpo_reward_last", "bt_tau")}
-    result.update(base=args.base, pairs=args.pairs, tie_fraction=args.tie_fraction, train_s=round(train_s, 1))
+    result.update(base=args.base, warm_steps=args.warm_steps, reference_pairs=not args.no_reference_pairs, pairs=args.pairs, tie_fraction=args.tie_fraction, train_s=round(train_s, 1))
     if args.pandalm:
         if PANDALM.exists():
             result.update(_pandalm(ck.local_dir(), args))

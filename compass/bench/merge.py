@@ -158,9 +158,11 @@ def _regime(name, args, store, world, splits, log) -> dict:
         parents = {h: _sft(store, base, splits[h], f"bench_random_{h}", steps=args.random_steps, lr=args.random_lr,
                            seed=args.seed) for h in HOMES}
     sweep = SweepConfig(methods=args.methods.split(","), thinking_weights=[float(w) for w in args.weights.split(",")],
-                        dev_per_suite=args.dev_per_suite, max_new_tokens=args.max_new_tokens,
+                        domain_weights=[float(w) for w in args.domain_weights.split(",")] if args.domain_weights
+                        else None, dev_per_suite=args.dev_per_suite, max_new_tokens=args.max_new_tokens,
                         batch_size=args.batch_size, thinking_domains=list(THINKING), domain_domains=list(DOMAIN))
-    cfg = MergeConfig(density=args.density, sweep=sweep)
+    normalize = {"default": None, "true": True, "false": False}[args.normalize]
+    cfg = MergeConfig(density=args.density, normalize=normalize, sweep=sweep)
     inputs = {"base": base, "thinking": parents["thinking"], "domain": parents["domain"], "dev": world["raw_prompts"]}
     t1 = time.perf_counter()
     res = merge.run(cfg, inputs, store, run_name=f"bench_merge_{name}",
@@ -189,7 +191,7 @@ def _regime(name, args, store, world, splits, log) -> dict:
             method_models[m] = merged
             continue
         one = MergeConfig(method=m, thinking_weight=r["thinking_weight"], domain_weight=r["domain_weight"],
-                          density=r["density"] or args.density)
+                          density=r["density"] or args.density, normalize=normalize)
         rr = merge.run(one, {k: v for k, v in inputs.items() if k != "dev"}, store, run_name=f"bench_{name}_{m}",
                        output_names={"checkpoint": f"bench_{name}_{m}", "sweep": f"bench_{name}_{m}_sweep"})
         method_models[m] = store.open(rr.outputs["checkpoint"])
@@ -260,7 +262,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--random-steps", type=int, default=800, help="random regime: parent SFT steps from the random init")
     ap.add_argument("--random-lr", type=float, default=1e-3)
     ap.add_argument("--methods", default="ties,task_arithmetic,dare_ties")
-    ap.add_argument("--weights", default="0.3,0.5,0.7,0.9", help="Long-CoT weights swept (domain: 1 - w)")
+    ap.add_argument("--weights", default="0.3,0.5,0.7,0.9", help="Long-CoT weights swept")
+    ap.add_argument("--domain-weights", default="",
+                    help="domain weights swept with every Long-CoT weight (need not sum to 1); empty: 1 - w")
+    ap.add_argument("--normalize", choices=("default", "true", "false"), default="default",
+                    help="merge.normalize for every candidate (default: mergekit's, ties: yes, ta/dare: no)")
     ap.add_argument("--density", type=float, default=0.7)
     ap.add_argument("--dev-per-suite", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=160)
@@ -274,6 +280,7 @@ def main(argv: list[str]) -> int:
     if args.quick:
         args.n_arith, args.n_suite, args.n_eval, args.base_steps, args.parent_steps = 60, 30, 4, 4, 4
         args.random_steps, args.weights, args.dev_per_suite, args.max_new_tokens = 4, "0.5", 2, 8
+        args.domain_weights = "0.5" if args.domain_weights else ""
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     log = logging.getLogger("compass.bench.merge")

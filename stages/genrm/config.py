@@ -29,6 +29,11 @@ class GenRMConfig(StrictModel):
     max_len: int = Field(512, ge=16, description="pairs whose judge input + max_new_tokens is longer are skipped "
                                                  "and counted")
     swap_augment: bool = Field(True, description="also train on each pair with A and B swapped (label swapped)")
+    reference_pairs: bool = Field(True, description="also train on one teacher-made pair per training pair: a "
+                                                    "response against the bare reference answer (TIE when their "
+                                                    "final answers agree; stages/genrm/warm_start.reference_pair)")
+    packing: bool = Field(True, description="pack the warm start's sequences (stages.sft.packing)")
+    min_lr_ratio: float = Field(1.0, gt=0, le=1, description="warm start: cosine decay to lr x this (1: constant)")
     log_every: int = Field(20, ge=1)
     # GRPO (the RL engine; reward = 1[verdict == label])
     grpo: RLConfig = Field(default_factory=_grpo_default, description="the RL engine's settings for the GRPO "

@@ -72,6 +72,12 @@ def judge_metrics(rows: list[dict]) -> dict:
     m["accuracy_swapped"], _ = _rate(sum(r["verdict_swapped"] == r["label"] for r in both), len(rows))
     m["verdict_rate"], _ = _rate(sum(r["verdict"] is not None for r in rows), len(rows))
     m["swap_consistency"], _ = _rate(sum(bool(r["consistent"]) for r in rows), len(rows))
+    # the swap-consistent verdict: the common verdict of both orders, TIE when they disagree (or one is missing)
+    cons = [(r["verdict"] if r["consistent"] else "TIE") == r["label"] for r in rows]
+    for name, keep in (("consistent_accuracy", lambda r: True), ("consistent_tie_accuracy", lambda r: r["label"] == "TIE"),
+                       ("consistent_non_tie_accuracy", lambda r: r["label"] != "TIE")):
+        sel = [c for c, r in zip(cons, rows) if keep(r)]
+        m[name], m[f"{name}_se"] = _rate(sum(sel), len(sel))
     return m
 
 

@@ -1,3 +1,4 @@
+import math
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -10,16 +11,22 @@ Method = Literal["ties", "task_arithmetic", "dare_ties"]
 class SweepConfig(StrictModel):
     """Merge several candidates, score each (and both parents) on a dev suite, keep the best.
 
-    Candidates: every method x thinking weight (x density for ties / dare_ties); the domain
-    weight of a candidate is 1 - its thinking weight. The kept candidate maximises the
+    Candidates: every method x thinking weight x domain weight (x density for ties /
+    dare_ties); without ``domain_weights`` the domain weight of a candidate is 1 - its
+    thinking weight (one candidate per thinking weight). The kept candidate maximises the
     smallest margin to a parent (its mean dev score on a parent's home domains minus that
     parent's own there); ties go to the higher mean of the two home scores, then to the
     earlier candidate.
     """
     methods: list[Method] = Field(default_factory=lambda: ["ties", "task_arithmetic", "dare_ties"], min_length=1)
     thinking_weights: list[float] = Field(default_factory=lambda: [0.3, 0.5, 0.7, 0.9], min_length=1,
-                                          description="Long-CoT model weights tried, each in (0, 1); "
-                                                      "the domain model gets 1 - w")
+                                          description="Long-CoT model weights tried: each in (0, 1) when "
+                                                      "domain_weights is None (the domain model gets 1 - w), "
+                                                      "else each > 0")
+    domain_weights: list[float] | None = Field(None, description="domain model weights tried with every thinking "
+                                                                 "weight (each > 0; the weights need not sum to 1: "
+                                                                 "task arithmetic (1, 1) adds both task vectors); "
+                                                                 "None = 1 - w")
     densities: list[float] | None = Field(None, description="densities tried for ties / dare_ties; "
                                                             "None = [merge.density]")
     dev_per_suite: int = Field(16, ge=1, description="dev prompts drawn per task (seeded) from the dev table")
@@ -31,16 +38,29 @@ class SweepConfig(StrictModel):
                                       min_length=1, description="the domain parent's home domains")
     seed: int = Field(0, description="seed of the dev draw")
 
-    @field_validator("thinking_weights")
+    @field_validator("thinking_weights", "domain_weights")
     @classmethod
-    def _weights(cls, v):
-        bad = [w for w in v if not 0 < w < 1]
+    def _weights(cls, v, info):
+        if v is None:
+            return v
+        what = info.field_name.replace("_", " ")
+        if not v:
+            raise ValueError(f"{what} must be a non-empty list (or null for 1 - w)")
+        bad = [w for w in v if not (0 < w <= 10 and math.isfinite(w))]
         if bad:
-            raise ValueError(f"thinking weights must lie strictly between 0 and 1 (the domain model gets 1 - w): "
-                             f"{bad}")
+            raise ValueError(f"{what} must be > 0 (and at most 10): {bad}")
         if len(set(v)) != len(v):
-            raise ValueError(f"thinking weights repeat: {v}")
+            raise ValueError(f"{what} repeat: {v}")
         return v
+
+    @model_validator(mode="after")
+    def _complement(self):
+        if self.domain_weights is None:
+            bad = [w for w in self.thinking_weights if not 0 < w < 1]
+            if bad:
+                raise ValueError(f"thinking weights must lie strictly between 0 and 1 when domain_weights is null "
+                                 f"(the domain model gets 1 - w): {bad}")
+        return self
 
     @field_validator("densities")
     @classmethod

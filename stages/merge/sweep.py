@@ -28,7 +28,9 @@ class Candidate:
     @property
     def name(self) -> str:
         d = "" if self.density is None else f" d={self.density:.2f}"
-        return f"{self.method} w={self.thinking_weight:.2f}{d}"
+        # the domain weight is shown only when it is not 1 - w (the names of complementary sweeps do not change)
+        dw = "" if abs(self.thinking_weight + self.domain_weight - 1) < 1e-9 else f" dw={self.domain_weight:.2f}"
+        return f"{self.method} w={self.thinking_weight:.2f}{dw}{d}"
 
     def merge_config(self, base: MergeConfig) -> MergeConfig:
         upd = {"method": self.method, "thinking_weight": self.thinking_weight, "domain_weight": self.domain_weight,
@@ -44,14 +46,16 @@ def single_candidate(config: MergeConfig) -> Candidate:
 
 
 def candidates(config: MergeConfig) -> list[Candidate]:
-    """Every candidate of ``config.sweep``, in a fixed order: method, then weight, then density."""
+    """Every candidate of ``config.sweep``, in a fixed order: method, then thinking weight, then
+    domain weight (``sweep.domain_weights``; None: the single 1 - w), then density."""
     sw = config.sweep
     densities = sw.densities or [config.density]
     out = []
     for method in sw.methods:
         for w in sw.thinking_weights:
-            for d in ([None] if method == "task_arithmetic" else densities):
-                out.append(Candidate(method, w, round(1.0 - w, 10), d))
+            for dw in (sw.domain_weights or [round(1.0 - w, 10)]):
+                for d in ([None] if method == "task_arithmetic" else densities):
+                    out.append(Candidate(method, w, dw, d))
     return out
 
 

@@ -115,3 +115,20 @@ def test_flips_on_hand_made_groups():
     c.add([1, 0], [0.0, 0.0])
     assert c.as_dict() == {"groups": 3, "responses": 9, "flips": 1, "groups_flipped": 1, "flips_all_correct": 1,
                            "missed": 2, "flip_rate": 1 / 9}
+
+
+def test_reference_pairs_compare_a_response_with_the_bare_reference():
+    from stages.genrm.warm_start import reference_pair, warm_rows
+    right = {"id": "p", "prompt": "What is 2 + 3?", "response_a": "<think>2 + 3 = 5.</think>5",
+             "response_b": "<think>2 + 3 = 6.</think>6", "label": "A", "reference": "5"}
+    pairs = [reference_pair(right, i) for i in range(4)]
+    # index 0: response A (right) vs reference in B -> TIE; 1: response B (wrong) vs reference -> B wins
+    assert (pairs[0]["response_a"], pairs[0]["response_b"], pairs[0]["label"]) == (right["response_a"], "5", "TIE")
+    assert (pairs[1]["response_a"], pairs[1]["response_b"], pairs[1]["label"]) == (right["response_b"], "5", "B")
+    # index 2, 3: the reference in position A
+    assert (pairs[2]["response_a"], pairs[2]["label"]) == ("5", "TIE")
+    assert (pairs[3]["response_a"], pairs[3]["response_b"], pairs[3]["label"]) == ("5", right["response_b"], "A")
+    assert reference_pair({**right, "reference": ""}, 0) is None
+    rows = warm_rows([right, {**right, "reference": None}], swap_augment=True, reference_pairs=True)
+    assert len(rows) == 5 and [r["label"] for r in rows[:2]] == ["A", "B"]
+    assert len(warm_rows([right], swap_augment=False, reference_pairs=False)) == 1

@@ -128,6 +128,29 @@ def test_candidates_and_dev_draw():
     assert "language" not in dev[0]
 
 
+def test_candidates_with_domain_weights():
+    """domain_weights: every thinking weight x every domain weight (they need not sum to 1)."""
+    cfg = MergeConfig(density=0.5, sweep=SweepConfig(methods=["task_arithmetic", "ties"], thinking_weights=[1.0, 0.5],
+                                                     domain_weights=[1.0, 0.5]))
+    cands = sw.candidates(cfg)
+    assert [(c.method, c.thinking_weight, c.domain_weight) for c in cands] == [
+        ("task_arithmetic", 1.0, 1.0), ("task_arithmetic", 1.0, 0.5), ("task_arithmetic", 0.5, 1.0),
+        ("task_arithmetic", 0.5, 0.5), ("ties", 1.0, 1.0), ("ties", 1.0, 0.5), ("ties", 0.5, 1.0), ("ties", 0.5, 0.5)]
+    # the domain weight is in the name only when it is not 1 - w (so names stay unique)
+    assert [c.name for c in cands][:4] == ["task_arithmetic w=1.00 dw=1.00", "task_arithmetic w=1.00 dw=0.50",
+                                          "task_arithmetic w=0.50 dw=1.00", "task_arithmetic w=0.50"]
+    assert len({c.name for c in cands}) == len(cands)
+    m = cands[0].merge_config(cfg)
+    assert (m.thinking_weight, m.domain_weight, m.sweep) == (1.0, 1.0, None)
+    rows = sw.table_rows({h: {"domains": {}, "home": {"thinking": 0, "domain": 0, "mean": 0}} for h in sw.HOMES},
+                         [(cands[1], {"domains": {}, "home": {"thinking": 0, "domain": 0, "mean": 0}})], 0, cfg.sweep)
+    assert {(r["thinking_weight"], r["domain_weight"]) for r in rows if r["method"] != "parent"} == {(1.0, 0.5)}
+    # without domain_weights: one candidate per thinking weight, domain 1 - w (unchanged)
+    plain = sw.candidates(MergeConfig(sweep=SweepConfig(methods=["task_arithmetic"], thinking_weights=[0.3, 0.7])))
+    assert [(c.thinking_weight, c.domain_weight, c.name) for c in plain] == [
+        (0.3, 0.7, "task_arithmetic w=0.30"), (0.7, 0.3, "task_arithmetic w=0.70")]
+
+
 def test_selection_rule():
     parents = {"thinking": {"home": {"thinking": 0.8, "domain": 0.1}}, "domain": {"home": {"thinking": 0.1, "domain": 0.6}}}
 
@@ -145,9 +168,16 @@ def test_selection_rule():
 def test_config_validation():
     for bad in ({"thinking_weights": [0.0, 0.5]}, {"thinking_weights": [1.0]}, {"thinking_weights": [0.5, 0.5]},
                 {"methods": []}, {"methods": ["slerp"]}, {"densities": [0.0]},
-                {"thinking_domains": ["math"], "domain_domains": ["math"]}, {"dev_per_suite": 0}):
+                {"thinking_domains": ["math"], "domain_domains": ["math"]}, {"dev_per_suite": 0},
+                {"domain_weights": []}, {"domain_weights": [0.0]}, {"domain_weights": [-1.0]},
+                {"domain_weights": [1.0, 1.0]}, {"domain_weights": [float("nan")]}, {"domain_weights": [11.0]},
+                {"thinking_weights": [0.0], "domain_weights": [1.0]}, {"thinking_weights": [1.5]}):
         with pytest.raises(ValidationError):
             SweepConfig(**bad)
+    # with domain weights, thinking weights may reach or pass 1 (task vectors added, not interpolated)
+    ok = SweepConfig(thinking_weights=[1.0, 1.5], domain_weights=[0.5, 1.0])
+    assert (ok.thinking_weights, ok.domain_weights) == ([1.0, 1.5], [0.5, 1.0])
+    assert SweepConfig().domain_weights is None
     with pytest.raises(ValidationError):
         MergeConfig(sweep={"thinking_weigths": [0.5]})
     assert MergeConfig(sweep={}).sweep.methods == ["ties", "task_arithmetic", "dare_ties"]
