@@ -24,9 +24,12 @@ def test_whole_pipeline_runs_every_stage_in_dag_order():
 
 def test_provided_artifact_skips_what_only_it_needed():
     ran = names(plan({"thinking_base"}))
-    assert "merge" not in ran and "sft_longcot" not in ran and "sft_domain" not in ran
-    # world and data_filter still make what other stages need (rl_prompts, eval_prompts, base for genrm)
-    assert ran == ["world", "data_filter", "genrm", "reasoning_rl", "domain_rl", "evaluation"]
+    assert "merge" not in ran and "sft_domain" not in ran
+    # world, data_filter and the Long-CoT SFT still make what other stages need (rl_prompts,
+    # eval_prompts, and the GenRM's base: the thinking checkpoint)
+    assert ran == ["world", "data_filter", "sft_longcot", "genrm", "reasoning_rl", "domain_rl", "evaluation"]
+    assert names(plan({"thinking_base", "genrm_ckpt"})) == ["world", "data_filter", "reasoning_rl", "domain_rl",
+                                                           "evaluation"]
 
 
 def test_provided_final_checkpoint_leaves_only_what_evaluation_needs():

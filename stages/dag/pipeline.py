@@ -33,7 +33,8 @@ PIPELINE: tuple[Node, ...] = (
     Node("merge", "merge", {"base": "base_ckpt", "thinking": "thinking_ckpt", "domain": "domain_ckpt",
                             "dev": "rl_prompts"},
          {"checkpoint": "thinking_base", "sweep": "merge_sweep"}),
-    Node("genrm", "genrm", {"base": "base_ckpt", "pairs": "preference_pairs"},
+    # the judge starts from the Long-CoT model: a reasoning model, as the paper's GenRM base (§2.5.2)
+    Node("genrm", "genrm", {"base": "thinking_ckpt", "pairs": "preference_pairs"},
          {"checkpoint": "genrm_ckpt", "judgements": "genrm_judgements", "quarantine": "genrm_quarantine"}),
     Node("reasoning_rl", "reasoning_rl", {"policy": "thinking_base", "prompts": "rl_prompts"},
          {"checkpoint": "ckpt_r1", "prompt_stats": "prompt_stats_r1", "rollouts": "rollouts_r1"}),
