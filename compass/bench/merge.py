@@ -13,8 +13,8 @@ kept under ``--cache`` (a re-run reuses every stage run whose settings did not c
    ``--parent-lr``), and the merge's base is the warm base. Regime ``random`` (the tiny
    pipeline's setting): each parent is SFT'd from the random init on its own rows
    (``--random-steps``, lr 1e-3) and merged onto the random init;
-4. the merge stage with its sweep (TIES / task arithmetic / DARE-TIES x Long-CoT weight),
-   its dev suite drawn from the world's RL prompts (never the eval prompts);
+4. the merge stage with its sweep (task arithmetic / TIES / DARE-TIES x Long-CoT weight x
+   domain weight: by default both in {0.5, 1}, unnormalised, so task vectors can be added), its dev suite drawn from the world's RL prompts (never the eval prompts);
 5. the evaluation stage (greedy) on the held-out eval prompts for the base, both parents,
    the selected merge and the dev-best merge of each method.
 
@@ -252,23 +252,23 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-arith", type=int, default=2000, help="arithmetic items (half SFT rows, half RL prompts)")
     ap.add_argument("--n-suite", type=int, default=400, help="items of every other suite")
-    ap.add_argument("--n-eval", type=int, default=100, help="held-out eval prompts per suite")
+    ap.add_argument("--n-eval", type=int, default=60, help="held-out eval prompts per suite")
     ap.add_argument("--base-share", type=float, default=0.3,
                     help="share of each home's SFT rows held apart to warm the base (the parents never see them)")
-    ap.add_argument("--base-steps", type=int, default=500)
+    ap.add_argument("--base-steps", type=int, default=1000)
     ap.add_argument("--base-lr", type=float, default=1e-3)
-    ap.add_argument("--parent-steps", type=int, default=300)
-    ap.add_argument("--parent-lr", type=float, default=3e-4)
+    ap.add_argument("--parent-steps", type=int, default=500)
+    ap.add_argument("--parent-lr", type=float, default=1e-4)
     ap.add_argument("--random-steps", type=int, default=800, help="random regime: parent SFT steps from the random init")
     ap.add_argument("--random-lr", type=float, default=1e-3)
-    ap.add_argument("--methods", default="ties,task_arithmetic,dare_ties")
-    ap.add_argument("--weights", default="0.3,0.5,0.7,0.9", help="Long-CoT weights swept")
-    ap.add_argument("--domain-weights", default="",
+    ap.add_argument("--methods", default="task_arithmetic,ties,dare_ties")
+    ap.add_argument("--weights", default="0.5,1.0", help="Long-CoT weights swept")
+    ap.add_argument("--domain-weights", default="0.5,1.0",
                     help="domain weights swept with every Long-CoT weight (need not sum to 1); empty: 1 - w")
-    ap.add_argument("--normalize", choices=("default", "true", "false"), default="default",
+    ap.add_argument("--normalize", choices=("default", "true", "false"), default="false",
                     help="merge.normalize for every candidate (default: mergekit's, ties: yes, ta/dare: no)")
     ap.add_argument("--density", type=float, default=0.7)
-    ap.add_argument("--dev-per-suite", type=int, default=16)
+    ap.add_argument("--dev-per-suite", type=int, default=12)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
