@@ -71,7 +71,8 @@ def _genrm_config(args):
     return GenRMConfig(seed=args.seed, holdout_fraction=args.holdout, steps=args.warm_steps, batch_size=16,
                        lr=args.warm_lr, warmup_steps=10, min_lr_ratio=0.1, reference_pairs=not args.no_reference_pairs,
                        packing=True, eval_pairs=0, max_new_tokens=args.max_new_tokens, log_every=50,
-                       grpo=RLConfig(seed=args.seed, steps=args.grpo_steps, prompts_per_step=8, group_size=4,
+                       grpo=RLConfig(seed=args.seed, steps=args.grpo_steps, prompts_per_step=args.grpo_prompts,
+                                     group_size=args.grpo_group, temperature=args.grpo_temperature,
                                      max_new_tokens=args.max_new_tokens, lr=args.grpo_lr, checkpoint_every=0),
                        bt=BradleyTerryConfig(steps=args.bt_steps, batch_size=16, lr=args.bt_lr), flip_examples=3)
 
@@ -126,11 +127,14 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warm-steps", type=int, default=1500)
     ap.add_argument("--no-reference-pairs", action="store_true", help="warm start on the world's pairs only")
     ap.add_argument("--warm-lr", type=float, default=1e-3)
-    ap.add_argument("--grpo-steps", type=int, default=20)
+    ap.add_argument("--grpo-steps", type=int, default=60)
     ap.add_argument("--grpo-lr", type=float, default=1e-4)
+    ap.add_argument("--grpo-prompts", type=int, default=8, help="GRPO prompts (groups) per step")
+    ap.add_argument("--grpo-group", type=int, default=8, help="GRPO samples per prompt")
+    ap.add_argument("--grpo-temperature", type=float, default=1.0)
     ap.add_argument("--bt-steps", type=int, default=300)
     ap.add_argument("--bt-lr", type=float, default=3e-4)
-    ap.add_argument("--max-new-tokens", type=int, default=80)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--pandalm", action="store_true", help="also judge the PandaLM pairs (plumbing only)")
     ap.add_argument("--pandalm-max", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)

@@ -5,7 +5,7 @@ from stages.rl.config import RLConfig
 
 
 def _grpo_default() -> RLConfig:
-    return RLConfig(steps=4, prompts_per_step=8, group_size=4, max_new_tokens=80, lr=1e-4, checkpoint_every=1)
+    return RLConfig(steps=4, prompts_per_step=8, group_size=4, max_new_tokens=96, lr=1e-4, checkpoint_every=1)
 
 
 class BradleyTerryConfig(StrictModel):
@@ -43,5 +43,5 @@ class GenRMConfig(StrictModel):
     bt: BradleyTerryConfig = BradleyTerryConfig()
     # evaluation
     eval_pairs: int = Field(64, ge=0, description="held-out pairs judged (both orders); 0: all")
-    max_new_tokens: int = Field(80, ge=3, description="generation budget of a judgement at evaluation")
+    max_new_tokens: int = Field(96, ge=3, description="generation budget of a judgement at evaluation")
     flip_examples: int = Field(3, ge=0, description="advantage-flipping cases written to summary.md")

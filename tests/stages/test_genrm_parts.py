@@ -10,7 +10,7 @@ from stages.genrm.bradley_terry import bt_loss, bt_verdict, choose_tie_threshold
 from stages.genrm.flips import FlipCount, flipped, group_advantages
 from stages.genrm.grpo import judge_prompts, verdict_reward
 from stages.genrm.pairs import screen_pairs, split_pairs
-from stages.genrm.rationale import evaluation, final_answer, rationale
+from stages.genrm.rationale import evaluation, final_answer, rationale, step_check
 from stages.genrm.verdict import (judge_prompt, judgement_text, normalize_label, parse_judgement, parse_verdict,
                                   verdict_text)
 
@@ -50,6 +50,15 @@ def test_rationale_reads_the_responses_not_the_label():
     a, b = rationale(row, "A"), rationale(row, "B")
     assert a.replace("<answer>A</answer>", "") == b.replace("<answer>B</answer>", "")   # only the verdict differs
     assert parse_judgement(a).format_ok and "A: 11; B: 10; differ" in a and "<type>math/arithmetic</type>" in a
+    assert "A: 11; B: 10; differ; A ok; B wrong" in a      # the shown steps are checked, not the label
+
+
+def test_step_check_verifies_each_shown_operation():
+    assert step_check("<think>First, 9 * 4 = 36. Finally, 2 + 36 = 38.</think>38") == "ok"
+    assert step_check("<think>1 * 5 = -5. 7 + -5 = 2.</think>2") == "wrong"          # an early step
+    assert step_check("<think>14 - 6 = 8. 8 - 7 = 0.</think>0") == "wrong"
+    assert step_check("C. Tas") is None and step_check("<think>no steps</think>4") is None
+    assert evaluation("<think>2 + 2 = 4.</think>4", "4") == "A: 4; B: 4; same; A ok; B -"
 
 
 def test_screen_quarantines_bad_labels_and_empty_fields_with_reasons():
