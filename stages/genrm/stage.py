@@ -24,7 +24,7 @@ import torch
 from stages.common.lm import chat_prefix
 from stages.common.model_factory import load_checkpoint, save_checkpoint
 from stages.common.runner import StageInputError
-from stages.common.stage_state import clear_state, load_state, save_state, state_dir_for
+from stages.common.stage_state import load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.genrm import evaluate as ev
 from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, encode_response, train_bt
@@ -158,7 +158,6 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     for w in outputs.values():
         w.extra.update(head)
     ckpt.extra.update({k: v for k, v in m.items() if k not in head})
-    clear_state(state)
 
 
 from stages.genrm.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

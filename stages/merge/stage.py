@@ -37,7 +37,7 @@ import pyarrow as pa
 from artifacts_schema.tables import TABLE_SCHEMAS
 from stages.common.model_factory import save_checkpoint
 from stages.common.runner import StageInputError
-from stages.common.stage_state import clear_state, load_state, save_state, state_dir_for
+from stages.common.stage_state import load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.merge import sweep as sw
 from stages.merge.config import MergeConfig
@@ -269,7 +269,6 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
                 "dev_margins": res["margins"], "candidates": len(cands), "resumed_candidates": resumed,
                 "sweep_s": time.perf_counter() - t0}
     log.info("merge: kept %s (dev min margin to a parent %+.3f)", best.name, res["margins"]["min"])
-    clear_state(state_dir)
     return {**metrics, **headline}
 
 
