@@ -268,7 +268,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--normalize", choices=("default", "true", "false"), default="false",
                     help="merge.normalize for every candidate (default: mergekit's, ties: yes, ta/dare: no)")
     ap.add_argument("--density", type=float, default=0.7)
-    ap.add_argument("--dev-per-suite", type=int, default=12)
+    ap.add_argument("--dev-per-suite", type=int, default=30, help="dev prompts per task for the sweep's selection (12 was too noisy to rank candidates 1-2 points apart)")
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=1)
