@@ -49,7 +49,8 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     res = last_json(compass(["run", "--config", str(cfg), "--json", "--from-artifact",
                              f"thinking_base={stand_in}"], e2e_tmp).stdout)
     ran = {s["run_name"]: s for s in res["stages"]}
-    assert not {"merge", "sft_longcot", "sft_domain"} & set(ran)
+    assert not {"merge", "sft_domain"} & set(ran)
+    assert ran["sft_longcot"]["status"] == "reused"            # still planned: the GenRM's base
     assert ran["reasoning_rl"]["status"] == "ran" and ran["evaluation"]["status"] == "ran"
     r1 = st.open(ran["reasoning_rl"]["outputs"]["checkpoint"])
     assert {i.slot: i.uri for i in r1.manifest.inputs}["policy"] == stand_in
