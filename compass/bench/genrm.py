@@ -20,6 +20,7 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import logging
@@ -92,23 +93,20 @@ def _pandalm_rows(path: Path) -> list[dict]:
 
 def _pandalm(ckpt: Path, args) -> dict:
     """Both judges on the PandaLM pairs that fit the judge's context."""
-    from stages.common.lm import chat_prefix
     from stages.common.model_factory import load_checkpoint
     from stages.genrm import evaluate as ev
     from stages.genrm.bradley_terry import ScalarRM
-    from stages.genrm.verdict import judge_prompt
+    from stages.genrm.stage import BT_FILE
     model, tok = load_checkpoint(ckpt)
     rows = _pandalm_rows(PANDALM)
     limit = model.config.max_position_embeddings - args.max_new_tokens
-    fit = [r for r in rows if len(tok(chat_prefix(tok, judge_prompt(r["prompt"], r["response_a"], r["response_b"])),
-                                      add_special_tokens=False)["input_ids"]) <= limit][:args.pandalm_max]
+    fit = [r for r in rows if ev.fits_context(tok, r, limit)][:args.pandalm_max]
     g_rows, n_fmt = ev.genrm_judgements(model, tok, fit, max_new_tokens=args.max_new_tokens)
     out = {"pandalm_pairs": len(rows), "pandalm_fit": len(fit), "pandalm_ties": sum(r["label"] == "TIE" for r in fit),
            "pandalm_genrm_format_rate": n_fmt / (2 * len(fit)) if fit else None,
            **{f"pandalm_genrm_{k}": v for k, v in ev.judge_metrics(g_rows).items() if "accuracy" in k}}
-    saved = torch.load(ckpt / "bradley_terry.pt", weights_only=False)
-    lm, _ = load_checkpoint(ckpt)
-    rm = ScalarRM(lm)
+    saved = torch.load(ckpt / BT_FILE, weights_only=False)
+    rm = ScalarRM(copy.deepcopy(model))        # the same architecture; its weights come from the file
     rm.lm.load_state_dict(saved["lm"])
     rm.head.load_state_dict(saved["head"])
     b_rows = ev.bt_judgements(ev.bt_scores(rm, tok, fit, model.config.max_position_embeddings), fit, saved["tau"])

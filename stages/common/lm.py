@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 
 def chat_prefix(tok, prompt: str) -> str:
@@ -35,13 +34,6 @@ def collate(batch: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, 
         labels[i, :len(y)] = torch.tensor(y)
         mask[i, :len(x)] = 1
     return {"input_ids": ids, "labels": labels, "attention_mask": mask}
-
-
-def token_mean_loss(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Cross-entropy averaged over supervised tokens. Shapes: ids/labels [B, T]."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(),
-                           batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
 
 
 @torch.no_grad()

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import math
 
-from stages.common.lm import sample
+from stages.common.lm import chat_prefix, sample
 from stages.genrm.bradley_terry import bt_verdict, encode_response, score
-from stages.genrm.flips import FlipCount, flipped, group_advantages
+from stages.genrm.flips import FlipCount, group_advantages
+from stages.genrm.pairs import pair_id
 from stages.genrm.verdict import SWAP, judge_prompt, parse_judgement
 
 
@@ -18,10 +19,16 @@ def generate(model, tok, prompts: list[str], *, max_new_tokens: int, batch_size:
     return out
 
 
+def fits_context(tok, row: dict, limit: int) -> bool:
+    """Whether the judge prompt of ``row`` (chat-wrapped) is at most ``limit`` tokens."""
+    return len(tok(chat_prefix(tok, judge_prompt(row["prompt"], row["response_a"], row["response_b"])),
+                   add_special_tokens=False)["input_ids"]) <= limit
+
+
 def judgement_row(judge: str, r: dict, first: str | None, second_raw: str | None) -> dict:
     """One ``judgements`` row: ``second_raw`` is the verdict on the swapped pair, mapped back here."""
     second = SWAP[second_raw] if second_raw is not None else None
-    return {"judge": judge, "pair_id": str(r.get("id") or r["row_index"]), "label": r["label"], "verdict": first,
+    return {"judge": judge, "pair_id": pair_id(r), "label": r["label"], "verdict": first,
             "verdict_swapped": second, "correct": first == r["label"],
             "consistent": None if first is None or second is None else first == second}
 
@@ -107,14 +114,13 @@ def count_flips(rows: list[dict], bt: list[tuple[float, float]], genrm: list[tup
     examples, genrm_flips = [], []
     for r, (a, b), (g_rew, g_ver) in zip(rows, bt, genrm):
         t = true_rewards(r["label"])
-        bt_adv, g_adv = bt_c.add(t, [a, b]), g_c.add(t, g_rew)
-        bt_f, g_f = flipped(t, bt_adv), flipped(t, g_adv)
+        (bt_adv, bt_f), (g_adv, g_f) = bt_c.add(t, [a, b]), g_c.add(t, g_rew)
         # avoided: BT flips it, and the GenRM's advantage has the true advantage's sign (0 in a uniform group);
         # a judge that gives a mixed group equal rewards (advantage 0) avoids nothing: it gives no signal
         true_adv = group_advantages(t)
         avoided += sum(x and (y > 1e-6) - (y < -1e-6) == (z > 1e-6) - (z < -1e-6)
                        for x, y, z in zip(bt_f, g_adv, true_adv))
-        case = {"pair_id": str(r.get("id") or r["row_index"]), "prompt": r["prompt"], "reference": r["reference"],
+        case = {"pair_id": pair_id(r), "prompt": r["prompt"], "reference": r["reference"],
                 "responses": [r["response_a"], r["response_b"]], "true_reward": t, "bt_score": [a, b],
                 "bt_advantage": bt_adv, "genrm_verdict": g_ver, "genrm_reward": g_rew, "genrm_advantage": g_adv}
         if any(g_f):

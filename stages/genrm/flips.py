@@ -48,8 +48,9 @@ class FlipCount:
     flips_all_correct: int = 0      # of ``flips``, in groups where every response is correct
     missed: int = 0                 # responses of mixed groups (true advantage != 0) given advantage 0: no signal
 
-    def add(self, true_rewards: list[float], model_rewards: list[float], tol: float = 1e-6) -> list[float]:
-        """Count one group; returns its model advantages."""
+    def add(self, true_rewards: list[float], model_rewards: list[float],
+            tol: float = 1e-6) -> tuple[list[float], list[bool]]:
+        """Count one group; returns its model advantages and which responses they flip."""
         adv = group_advantages(model_rewards)
         f = flipped(true_rewards, adv, tol)
         self.groups += 1
@@ -60,7 +61,7 @@ class FlipCount:
             self.flips_all_correct += sum(f)
         if len({t > 0.5 for t in true_rewards}) == 2:
             self.missed += sum(abs(a) <= tol for a in adv)
-        return adv
+        return adv, f
 
     def as_dict(self) -> dict:
         return dict(self.__dict__, flip_rate=self.flips / self.responses if self.responses else None)

@@ -13,7 +13,7 @@ import json
 import os
 import signal
 
-from stages.genrm.pairs import swapped
+from stages.genrm.pairs import pair_id, swapped
 from stages.genrm.verdict import judge_prompt, parse_judgement
 from stages.rl.data import RLPrompt
 
@@ -35,7 +35,7 @@ def judge_prompts(rows: list[dict]) -> list[RLPrompt]:
     out = []
     for r in rows:
         for suffix, x in (("", r), (":swap", swapped(r))):
-            out.append(RLPrompt(id=f"{r.get('id') or r['row_index']}{suffix}",
+            out.append(RLPrompt(id=f"{pair_id(r)}{suffix}",
                                 prompt=judge_prompt(x["prompt"], x["response_a"], x["response_b"]),
                                 reference=x["label"], verifier=VERIFIER, domain=r.get("domain") or "",
                                 task=r.get("task") or ""))

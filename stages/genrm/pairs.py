@@ -1,22 +1,22 @@
 """Preference pairs in: usable rows, quarantined rows (with a reason each), and the held-out split."""
 from __future__ import annotations
 
-import hashlib
 import json
 
-import pyarrow as pa
-
-from stages.genrm.verdict import normalize_label
+from stages.genrm.verdict import SWAP, normalize_label
+from stages.sft.holdout import is_held_out as _held_out
 
 TEXT_FIELDS = ("prompt", "response_a", "response_b")
-QUARANTINE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("row_index", pa.int64()),
-                               pa.field("field", pa.string()), pa.field("reason", pa.string()),
-                               pa.field("row_json", pa.string())])
+
+
+def pair_id(row: dict) -> str:
+    """The id a pair is reported by: its ``id``, else its row index."""
+    return str(row.get("id") or row["row_index"])
 
 
 def screen_pairs(rows: list[dict], source: str) -> tuple[list[dict], list[dict]]:
     """Split table rows into usable pairs (label normalized to A/B/TIE, ``row_index`` added) and
-    quarantine rows (schema ``QUARANTINE_SCHEMA``): a label outside {A, B, TIE} after
+    quarantine rows (the ``quarantine`` table kind): a label outside {A, B, TIE} after
     ``normalize_label``, or an empty prompt or response, each with a reason naming the bad value."""
     usable, bad = [], []
     for i, r in enumerate(rows):
@@ -39,8 +39,7 @@ def screen_pairs(rows: list[dict], source: str) -> tuple[list[dict], list[dict]]
 
 def is_held_out(pair_id: str, fraction: float, seed: int = 0) -> bool:
     """Deterministic split by a hash of the pair's id: the same id is held out in every run."""
-    h = hashlib.sha256(f"{seed}:{pair_id}".encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2 ** 64 < fraction
+    return _held_out(f"{seed}:{pair_id}", fraction)
 
 
 def split_pairs(rows: list[dict], fraction: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
@@ -53,5 +52,4 @@ def split_pairs(rows: list[dict], fraction: float, seed: int = 0) -> tuple[list[
 
 def swapped(row: dict) -> dict:
     """The pair with A and B exchanged (label mapped accordingly)."""
-    from stages.genrm.verdict import SWAP
     return {**row, "response_a": row["response_b"], "response_b": row["response_a"], "label": SWAP[row["label"]]}

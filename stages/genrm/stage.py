@@ -21,7 +21,6 @@ import logging
 import pyarrow as pa
 import torch
 
-from stages.common.lm import chat_prefix
 from stages.common.model_factory import load_checkpoint, save_checkpoint
 from stages.common.runner import StageInputError
 from stages.common.stage_state import load_state, save_state, state_dir_for
@@ -30,21 +29,13 @@ from stages.genrm import evaluate as ev
 from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, encode_response, train_bt
 from stages.genrm.config import GenRMConfig
 from stages.genrm.grpo import run_grpo
-from stages.genrm.pairs import QUARANTINE_SCHEMA, screen_pairs, split_pairs
+from stages.genrm.pairs import screen_pairs, split_pairs
 from stages.genrm.summary import render
-from stages.genrm.verdict import judge_prompt
 from stages.genrm.warm_start import warm_start
 from artifacts_schema.tables import TABLE_SCHEMAS
 
 log = logging.getLogger("compass.genrm")
-BT_STATE = "bradley_terry.pt"
-BT_FILE = "bradley_terry.pt"     # in the checkpoint folder
-
-
-def _fits(tok, r: dict, limit: int) -> bool:
-    n = len(tok(chat_prefix(tok, judge_prompt(r["prompt"], r["response_a"], r["response_b"])),
-                add_special_tokens=False)["input_ids"])
-    return n <= limit
+BT_FILE = "bradley_terry.pt"     # the baseline: in the state dir while training, then in the checkpoint folder
 
 
 def bradley_terry(base_dir, train: list[dict], config: GenRMConfig, state_dir) -> tuple[ScalarRM, dict]:
@@ -52,7 +43,7 @@ def bradley_terry(base_dir, train: list[dict], config: GenRMConfig, state_dir) -
     lm, tok = load_checkpoint(base_dir)
     torch.manual_seed(config.seed)
     rm = ScalarRM(lm)
-    saved = load_state(state_dir, BT_STATE)
+    saved = load_state(state_dir, BT_FILE)
     if saved is not None:
         rm.load_state_dict(saved["model"])
         return rm, saved["metrics"]
@@ -73,7 +64,7 @@ def bradley_terry(base_dir, train: list[dict], config: GenRMConfig, state_dir) -
     metrics = {"bt_steps": len(losses), "bt_train_pairs": len(enc), "bt_tau": tau, "bt_train_accuracy": acc,
                "bt_loss_first5_mean": sum(losses[:k]) / k if losses else None,
                "bt_loss_last5_mean": sum(losses[-k:]) / k if losses else None}
-    save_state(state_dir, BT_STATE, {"model": rm.state_dict(), "metrics": metrics})
+    save_state(state_dir, BT_FILE, {"model": rm.state_dict(), "metrics": metrics})
     return rm, metrics
 
 
@@ -82,8 +73,9 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     src = inputs["pairs"]
     table = src.read_table()
     usable, bad = screen_pairs(table.to_pylist(), src.uri)
-    outputs["quarantine"].write_table(pa.Table.from_pylist(bad, schema=QUARANTINE_SCHEMA) if bad
-                                      else QUARANTINE_SCHEMA.empty_table())
+    quarantine = TABLE_SCHEMAS["quarantine"]
+    outputs["quarantine"].write_table(pa.Table.from_pylist(bad, schema=quarantine) if bad
+                                      else quarantine.empty_table())
     reasons = collections.Counter(q["field"] for q in bad)
     if bad:
         log.warning("genrm: quarantined %d of %d row(s) of %s: %s", len(bad), table.num_rows, src.uri,
@@ -92,7 +84,7 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     model, tok = load_checkpoint(base_dir)
     limit = min(config.max_len, model.config.max_position_embeddings) - max(config.max_new_tokens,
                                                                              config.grpo.max_new_tokens)
-    fits = [r for r in usable if _fits(tok, r, limit)]
+    fits = [r for r in usable if ev.fits_context(tok, r, limit)]
     too_long = len(usable) - len(fits)
     train, held = split_pairs(fits, config.holdout_fraction, config.seed)
     if not train:

@@ -40,11 +40,6 @@ class Candidate:
         return base.model_copy(update=upd)
 
 
-def single_candidate(config: MergeConfig) -> Candidate:
-    return Candidate(config.method, config.thinking_weight, config.domain_weight,
-                     None if config.method == "task_arithmetic" else config.density)
-
-
 def candidates(config: MergeConfig) -> list[Candidate]:
     """Every candidate of ``config.sweep``, in a fixed order: method, then thinking weight, then
     domain weight (``sweep.domain_weights``; None: the single 1 - w), then density."""

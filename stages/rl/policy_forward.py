@@ -22,7 +22,7 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         fast = _shared_prefix_logprobs(model, input_ids, only, temperature)
         if fast is not None:
             return fast
-    head = _split_head(model) if only is not None else None
+    head = split_head(model) if only is not None else None
     if head is None:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
         return _logp_entropy(logits, input_ids[:, 1:], temperature)
@@ -68,7 +68,7 @@ def _logp_entropy(logits: torch.Tensor, targets: torch.Tensor, temperature: floa
     return logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(logprobs.exp() * logprobs).sum(-1)
 
 
-def _split_head(model):
+def split_head(model):
     """(decoder body returning ``last_hidden_state``, LM head) of a plain HF causal LM, or None."""
     body = getattr(model, "model", None)
     lm_head = getattr(model, "lm_head", None)

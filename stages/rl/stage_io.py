@@ -9,25 +9,16 @@ Outputs (slots of both RL stages):
 from __future__ import annotations
 
 import logging
-import shutil
-from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from stages.common.model_factory import load_checkpoint, save_checkpoint
-from stages.common.stage_state import state_root
+from stages.common.stage_state import state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.rl.config import RLConfig
 from stages.rl.data import RLPrompt, filter_by_pass_rate
 from stages.rl.engine import RLResult, ScoreFn, rollouts_table, train
-
-
-def state_dir_for(desc: str, version: str) -> Path:
-    """Where an RL stage run keeps its resumable state: one directory per (stage, output version)
-    under ``$COMPASS_STATE_DIR/rl`` (see ``stages.common.stage_state``), so a re-run of the same
-    stage version after a kill finds it."""
-    return state_root() / "rl" / desc / version
 
 
 def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
@@ -52,7 +43,9 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
              min(cfg.prompts_per_step, len(prompts)), cfg.group_size, policy.uri)
     ckpt = outputs["checkpoint"]
-    state_dir = state_dir_for(desc, ckpt.version) if cfg.checkpoint_every else None
+    # the run's state dir (stages.common.stage_state): a re-run of this version after a kill resumes from it,
+    # and the runner removes it once the outputs are committed
+    state_dir = state_dir_for(ckpt) if cfg.checkpoint_every else None
     # metrics.jsonl, tensorboard/ and plots/ go beside the checkpoint
     result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc, out_dir=ckpt.dir,
                    state_dir=state_dir)
@@ -62,8 +55,6 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     outputs["rollouts"].write_table(rollouts_table(result.rollouts))
     for w in outputs.values():
         w.extra.update(summary)
-    if state_dir is not None:
-        shutil.rmtree(state_dir, ignore_errors=True)        # the outputs hold it all now
     log.info("%s: reward %.3f -> %.3f, zero-variance rate %.2f, %d tokens in %.1fs", desc,
              summary["reward_mean_first"], summary["reward_mean_last"], summary["zero_variance_rate"],
              summary["tokens"], summary["time_s"])

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from stages.common.lm import collate, encode_sft_pair
 from stages.common.progress import progress
 from stages.common.stage_state import load_state, save_state
+from stages.rl.policy_forward import split_head
 from stages.sft.packing import IGNORE, pack_samples, segment_mask, to_tensors
 from stages.sft.schedule import lr_at
 
@@ -72,8 +73,9 @@ def padded_loss_sum(model, samples: list[Sample], pad_id: int) -> tuple[torch.Te
     batch = collate(samples, pad_id)
     labels = batch["labels"][:, 1:]
     sel = labels != IGNORE
-    body, head = getattr(model, "model", None), getattr(model, "lm_head", None)
-    if body is not None and isinstance(head, torch.nn.Linear):
+    parts = split_head(model)
+    if parts is not None:      # the LM head only at supervised positions
+        body, head = parts
         hidden = body(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         logits = head(hidden[:, :-1][sel])
     else:
