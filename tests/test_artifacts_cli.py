@@ -220,7 +220,7 @@ def test_subprocess_on_s3(s3_store_root, tmp_path: Path):
     store = ArtifactStore(s3_store_root.fresh_root("cli"), storage_options=s3_store_root.storage_options,
                           cache_dir=tmp_path / "cache")
     arts = build_store(store)
-    env = {**os.environ, "COMPASS_CACHE": str(tmp_path / "cli-cache")}
+    env = {**os.environ, "COMPASS_CACHE": str(tmp_path / "cli-cache"), "COMPASS_PROGRESS": "0"}  # no bars in stderr
     opts = [f"--store-option={k}={v}" for k, v in s3_store_root.storage_options.items()]
 
     def cli(*argv, check=True):
