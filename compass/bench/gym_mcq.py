@@ -168,7 +168,7 @@ def main(argv: list[str]) -> int:
 
     options, reports = load_enem(data)
     enem = score_enem(options, reports, args.limit)
-    print(f"ENEM 2022 (pt): agreement with the authors' extracted letter; accuracy vs gold")
+    print("ENEM 2022 (pt): agreement with the authors' extracted letter; accuracy vs gold")
     print(f"{'report':<32} {'n':>5} {'agree':>8} {'ours':>8} {'theirs':>8}")
     for r in enem["reports"]:
         print(f"{r['report']:<32} {r['n']:>5} {r['agreement']:>8.4f} {r['ours_acc']:>8.4f} {r['theirs_acc']:>8.4f}")

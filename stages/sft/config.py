@@ -1,3 +1,5 @@
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from stages.common.config import StrictModel
@@ -6,6 +8,9 @@ from stages.common.config import StrictModel
 class SFTConfig(StrictModel):
     """Supervised fine-tuning on (prompt, response) pairs; defaults are small, fast values for tests."""
     seed: int = 0
+    backend: Literal["torch", "megatron"] = Field("torch", description="trainer: torch (the HF model) or megatron "
+                                                  "(a megatron-core GPTModel converted from it, as the RL engine's "
+                                                  "megatron trainer; Qwen3-MoE only)")
     steps: int = Field(150, ge=1, description="optimizer steps (~5 s on 2 cores with the tiny model)")
     batch_size: int = Field(16, ge=1, description="samples per micro-batch (with packing: packed into rows "
                                                   "of at most pack_len tokens)")

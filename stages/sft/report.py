@@ -13,7 +13,7 @@ def render_summary(title: str, m: dict, eval_summary: dict | None = None, base_s
              f"| samples per step | {m['samples_per_step']} ({m['grad_accum_steps']} micro-batch(es)) |",
              f"| training samples / held-out / skipped (too long) | {m['train_samples']} / {m['heldout_samples']} / "
              f"{m['skipped_too_long']} |",
-             f"| forward | {m['mode']} |",
+             f"| backend, forward | {m.get('backend', 'torch')}, {m['mode']} |",
              f"| tokens (supervised) | {m['tokens']} ({m['supervised_tokens']}) |",
              f"| packing efficiency (real / computed tokens) | {_f(m['packing_efficiency'], '.3f')} |",
              f"| training time | {m['train_s']:.1f} s |",

@@ -78,7 +78,8 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
                   seed=config.seed, log_every=config.log_every, logger=log, desc=out.name,
                   grad_accum_steps=config.grad_accum_steps, min_lr_ratio=config.min_lr_ratio,
                   packing=config.packing, pack_len=config.pack_len or config.max_len, heldout=held_enc,
-                  eval_every=config.eval_every, state_dir=state_dir, checkpoint_every=config.checkpoint_every)
+                  eval_every=config.eval_every, state_dir=state_dir, checkpoint_every=config.checkpoint_every,
+                  backend=config.backend)
     losses, heldout = m["losses"], m["heldout"]
     k = min(5, len(losses))
     metrics = {
@@ -90,6 +91,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
         "skipped_too_long": skipped,
         "samples_per_step": config.grad_accum_steps * min(config.batch_size, len(train_enc)),
         "grad_accum_steps": config.grad_accum_steps,
+        "backend": m["backend"],
         "mode": m["mode"],
         "fallback_reason": m["fallback_reason"],
         "loss_first": losses[0],

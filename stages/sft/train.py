@@ -6,6 +6,8 @@ is set (the assistant's tokens), token-mean over every supervised token of the o
 of ``grad_accum_steps * batch_size``), linear warmup then cosine decay, gradient clipping,
 optional sequence packing (``stages.sft.packing`` with the native Qwen3 forward), held-out loss,
 and trainer state saved every ``checkpoint_every`` steps for an exact resume after a kill.
+Two backends compute the loss and own the weights being trained: ``torch`` (the HF model) and
+``megatron`` (``stages.sft.megatron_backend``: the RL engine's megatron-core model).
 """
 from __future__ import annotations
 
@@ -85,12 +87,15 @@ def padded_loss_sum(model, samples: list[Sample], pad_id: int) -> tuple[torch.Te
                   "rows": len(samples)}
 
 
-class LossFn:
-    """Chooses the packed forward where it applies, else transformers' padded one (saying why)."""
+class TorchSFT:
+    """The ``torch`` backend: the HF model itself, through the packed native forward where it applies,
+    else transformers' padded one (saying why). ``self(samples)`` -> (loss sum, counts)."""
+
+    name = "torch"
 
     def __init__(self, model, pad_id: int, *, packing: bool, pack_len: int | None, logger: logging.Logger | None = None):
-        self.model, self.pad_id = model, pad_id
-        self.pack_len = pack_len
+        self.model = self.module = model
+        self.pad_id, self.pack_len = pad_id, pack_len
         self.fallback_reason = None
         if packing:
             why = packed_unsupported(model)
@@ -110,9 +115,42 @@ class LossFn:
             return packed_loss_sum(self.model, samples, self.pad_id, pack_len)
         return padded_loss_sum(self.model, samples, self.pad_id)
 
+    def parameters(self):
+        return self.model.parameters()
+
+    def train(self) -> None:
+        self.model.train()
+
+    def eval(self) -> None:
+        self.model.eval()
+
+    def state_dict(self) -> dict:
+        return self.model.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state)
+
+    def write_back(self) -> None:
+        """Nothing to do: the HF model is what was trained."""
+
+
+SFT_BACKENDS = ("torch", "megatron")
+
+
+def make_sft_backend(name: str, model, pad_id: int, *, packing: bool, pack_len: int | None,
+                     logger: logging.Logger | None = None, seed: int = 0):
+    """The trainable for backend ``name``: ``torch`` (the HF model) or ``megatron`` (a megatron-core
+    ``GPTModel`` converted from it, :mod:`stages.sft.megatron_backend`)."""
+    if name == "torch":
+        return TorchSFT(model, pad_id, packing=packing, pack_len=pack_len, logger=logger)
+    if name == "megatron":
+        from stages.sft.megatron_backend import MegatronSFT
+        return MegatronSFT(model, pad_id, packing=packing, pack_len=pack_len, seed=seed)
+    raise ValueError(f"unknown sft backend {name!r}; known: {', '.join(SFT_BACKENDS)}")
+
 
 @torch.no_grad()
-def mean_loss(loss_fn: LossFn, samples: list[Sample], chunk: int = 64) -> float:
+def mean_loss(loss_fn: TorchSFT, samples: list[Sample], chunk: int = 64) -> float:
     """Token-mean loss over every supervised token of ``samples`` (no gradient)."""
     total, n = 0.0, 0
     for i in range(0, len(samples), chunk):
@@ -128,7 +166,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
               log_every: int, logger: logging.Logger, desc: str = "sft",
               grad_accum_steps: int = 1, min_lr_ratio: float = 1.0, packing: bool = False,
               pack_len: int | None = None, heldout: list[Sample] | None = None, eval_every: int = 0,
-              state_dir=None, checkpoint_every: int = 0,
+              state_dir=None, checkpoint_every: int = 0, backend: str = "torch",
               on_step: Callable[[int], None] | None = None) -> dict:
     """AdamW steps on seeded batches (each epoch a fresh shuffle of ``encoded``).
 
@@ -138,7 +176,9 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     most ``pack_len`` tokens (default: its longest sample) through the native forward, falling back
     to padded rows for a model it does not support. ``heldout``: samples scored (never trained on)
     before training, every ``eval_every`` steps and at the end. ``state_dir`` + ``checkpoint_every``:
-    save the trainer state every K steps and resume from it when one is there. ``on_step(n)`` is
+    save the trainer state every K steps and resume from it when one is there. ``backend``: ``torch``
+    trains ``model`` itself; ``megatron`` trains a megatron-core copy and writes the result back into
+    ``model`` at the end (:func:`make_sft_backend`). ``on_step(n)`` is
     called after each step (``n`` steps done, state saved), e.g. to inject a fault in tests.
 
     Returns metrics: per-step ``losses`` and ``lrs``, ``tokens`` (real tokens seen),
@@ -146,24 +186,26 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     ``train_s`` (seconds in training steps), ``heldout`` (list of {step, loss}),
     ``resumed_from_step`` (None on a fresh start), ``mode`` (packed/padded), ``fallback_reason``.
     """
-    loss_fn = LossFn(model, tok.pad_token_id, packing=packing, pack_len=pack_len, logger=logger)
+    net = make_sft_backend(backend, model, tok.pad_token_id, packing=packing, pack_len=pack_len, logger=logger,
+                           seed=seed)
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     order: list[int] = []
     losses: list[float] = []
     lrs: list[float] = []
     heldout_hist: list[dict] = []
     counts = {"tokens": 0, "padded_tokens": 0, "supervised_tokens": 0, "train_s": 0.0}
     signature = {"n": len(encoded), "lengths": sum(len(x) for x, _ in encoded), "steps": steps,
-                 "batch_size": batch_size, "grad_accum_steps": grad_accum_steps, "seed": seed, "lr": lr}
+                 "batch_size": batch_size, "grad_accum_steps": grad_accum_steps, "seed": seed, "lr": lr,
+                 "backend": backend}
     start, resumed_from = 0, None
     state = load_state(state_dir, STATE_FILE) if checkpoint_every else None
     if state is not None and state["signature"] != signature:
         logger.warning("%s: ignoring saved state in %s: it belongs to another run", desc, state_dir)
         state = None
     if state is not None:
-        model.load_state_dict(state["model"])
+        net.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
@@ -174,15 +216,15 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
 
     def eval_heldout(done: int) -> None:
         if heldout and not any(h["step"] == done for h in heldout_hist):
-            model.eval()
-            heldout_hist.append({"step": done, "loss": mean_loss(loss_fn, heldout)})
-            model.train()
+            net.eval()
+            heldout_hist.append({"step": done, "loss": mean_loss(net, heldout)})
+            net.train()
             logger.info("%s step %d/%d held-out loss %.4f", desc, done, steps, heldout_hist[-1]["loss"])
 
     micro = min(batch_size, len(encoded))
     if start == 0:
         eval_heldout(0)
-    model.train()
+    net.train()
     window_t, window_tok = 0.0, 0
     bar = progress(range(start, steps), total=steps - start, desc=desc, unit="step")
     for step in bar:
@@ -202,14 +244,14 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
             g["lr"] = lr_now
         step_loss = 0.0
         for mb in micro_batches:
-            loss_sum, c = loss_fn(mb)
+            loss_sum, c = net(mb)
             (loss_sum / n_sup).backward()
             step_loss += float(loss_sum.detach())
             counts["tokens"] += c["tokens"]
             counts["padded_tokens"] += c["padded_tokens"]
             window_tok += c["tokens"]
         counts["supervised_tokens"] += n_sup
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(step_loss / n_sup)
@@ -228,13 +270,16 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
             eval_heldout(done)
         if state_dir is not None and checkpoint_every and done % checkpoint_every == 0 and done < steps:
             save_state(state_dir, STATE_FILE, {
-                "signature": signature, "step": done, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "signature": signature, "step": done, "model": net.state_dict(), "optimizer": opt.state_dict(),
                 "rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "order": list(order),
                 "losses": losses, "lrs": lrs, "heldout": heldout_hist, "counts": counts})
         if on_step is not None:
             on_step(done)
     eval_heldout(steps)
+    net.eval()
+    net.write_back()
     model.eval()
     return {"losses": losses, "lrs": lrs, "tokens": counts["tokens"], "padded_tokens": counts["padded_tokens"],
             "supervised_tokens": counts["supervised_tokens"], "train_s": counts["train_s"], "heldout": heldout_hist,
-            "resumed_from_step": resumed_from, "mode": loss_fn.mode, "fallback_reason": loss_fn.fallback_reason}
+            "resumed_from_step": resumed_from, "mode": net.mode, "fallback_reason": net.fallback_reason,
+            "backend": backend}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
@@ -26,14 +27,15 @@ RUN = textwrap.dedent('''
     from stages.sft.config import SFTConfig
     from stages.common.logs import setup_logging
     setup_logging()
-    store_dir, kill_at = sys.argv[1], int(sys.argv[2])
+    store_dir, kill_at, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     store = ArtifactStore(store_dir)
     inputs = {"base": store.get("checkpoint", "base_ckpt", "v1"), "data": store.get("sft_samples", "sft_longcot", "v1")}
     def on_step(done):
         if done == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
     stage.train_sft = functools.partial(stage.train_sft, on_step=on_step)
-    cfg = SFTConfig(steps=7, batch_size=4, grad_accum_steps=2, checkpoint_every=2, eval_every=3, log_every=1)
+    cfg = SFTConfig(steps=7, batch_size=4, grad_accum_steps=2, checkpoint_every=2, eval_every=3, log_every=1,
+                    backend=backend)
     res = stage.run(cfg, inputs, store, output_names={"checkpoint": "thinking_ckpt"})
     print(json.dumps({"status": res.status, "uri": res.outputs["checkpoint"]}))
 ''')
@@ -50,14 +52,15 @@ def _store(path) -> ArtifactStore:
     return store
 
 
-def test_sft_resumes_after_sigkill_and_equals_an_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("backend", ["torch", "megatron"])
+def test_sft_resumes_after_sigkill_and_equals_an_uninterrupted_run(tmp_path, backend):
     from safetensors.torch import load_file
     script = tmp_path / "run.py"
     script.write_text(RUN)
 
     def run(store, state, kill_at):
         env = {**os.environ, "COMPASS_PROGRESS": "0", "PYTHONPATH": os.getcwd(), "COMPASS_STATE_DIR": str(state)}
-        return subprocess.run([sys.executable, str(script), store.root, str(kill_at)], env=env,
+        return subprocess.run([sys.executable, str(script), store.root, str(kill_at), backend], env=env,
                               capture_output=True, text=True, timeout=300)
 
     whole_store, killed_store = _store(tmp_path / "whole"), _store(tmp_path / "killed")
@@ -76,6 +79,7 @@ def test_sft_resumes_after_sigkill_and_equals_an_uninterrupted_run(tmp_path):
     b = killed_store.open(json.loads(resumed.stdout.strip().splitlines()[-1])["uri"])
     assert a.version == b.version
     assert a.manifest.extra["resumed_from_step"] is None and b.manifest.extra["resumed_from_step"] == 4
+    assert a.manifest.extra["backend"] == b.manifest.extra["backend"] == backend
     for k in SAME:
         assert a.manifest.extra[k] == b.manifest.extra[k], k
     assert [h["step"] for h in b.manifest.extra["heldout_curve"]] == [0, 3, 6, 7]
