@@ -37,6 +37,8 @@ from pathlib import Path
 
 import torch
 
+from stages.merge import sweep as sw
+
 THINKING = ("math", "code", "tool")
 DOMAIN = ("ecommerce", "general", "instruction")
 HOMES = {"thinking": THINKING, "domain": DOMAIN}
@@ -173,25 +175,16 @@ def _regime(name, args, store, world, splits, log) -> dict:
           f"{time.perf_counter() - t1:.0f}s; kept {merged.manifest.extra['selected']}", flush=True)
     # the dev-best candidate of each method, by the stage's own rule, merged alone for held-out evaluation
     models = {"base": base, **parents, "merged": merged}
-    by_cand = defaultdict(dict)
-    for r in table:
-        by_cand[r["candidate"]][r["suite"]] = r
-    ph = {h: by_cand[f"{h} (parent)"][f"{h}_home"]["score"] for h in HOMES}
-    best_of = {}
-    for cand, rs in by_cand.items():
-        m = rs["mean"]["method"]
-        if m == "parent":
-            continue
-        key = (round(min(rs[f"{h}_home"]["score"] - ph[h] for h in HOMES), 9), round(rs["mean"]["score"], 9))
-        if m not in best_of or key > best_of[m][0]:
-            best_of[m] = (key, rs["mean"])
+    _, scored, chosen = sw.from_table(table)
+    best_of = sw.best_per_method(scored)          # method -> index in scored
     method_models = {}
-    for m, (_, r) in best_of.items():
-        if r["selected"]:
+    for m, i in best_of.items():
+        if i == chosen:
             method_models[m] = merged
             continue
-        one = MergeConfig(method=m, thinking_weight=r["thinking_weight"], domain_weight=r["domain_weight"],
-                          density=r["density"] or args.density, normalize=normalize)
+        c = scored[i][0]
+        one = MergeConfig(method=m, thinking_weight=c.thinking_weight, domain_weight=c.domain_weight,
+                          density=c.density or args.density, normalize=normalize)
         rr = merge.run(one, {k: v for k, v in inputs.items() if k != "dev"}, store, run_name=f"bench_{name}_{m}",
                        output_names={"checkpoint": f"bench_{name}_{m}", "sweep": f"bench_{name}_{m}_sweep"})
         method_models[m] = store.open(rr.outputs["checkpoint"])
@@ -205,7 +198,7 @@ def _regime(name, args, store, world, splits, log) -> dict:
                           for h in HOMES} for m, a in method_models.items()}
     return {"regime": name, "selected": merged.manifest.extra["selected"], "sweep": table, "home": home,
             "domains": {k: domain_means(s) for k, s in scores.items()}, "margins": margins,
-            "method_best": {m: r["candidate"] for m, (_, r) in best_of.items()}, "method_margins": method_margins,
+            "method_best": {m: scored[i][0].name for m, i in best_of.items()}, "method_margins": method_margins,
             "min_margin": min(margins[h][0] for h in HOMES),
             "min_margin_se": margins[min(HOMES, key=lambda h: margins[h][0])][1],
             "eval_prompts": len(scores["base"]), "dev_prompts": merged.manifest.extra["dev_prompts"],
@@ -235,15 +228,13 @@ def _print_regime(r: dict) -> None:
         print(f"  {m:<16} {r['method_best'][m]:<26} " +
               "  ".join(f"{h} {mm[h][0]:+6.1f} +-{mm[h][1]:.1f}" for h in HOMES))
     print("\nsweep on dev (x100): candidate, thinking home, domain home, mean, min margin to a parent")
-    by = defaultdict(dict)
-    for row in r["sweep"]:
-        by[row["candidate"]][row["suite"]] = row
-    ph = {h: by[f"{h} (parent)"][f"{h}_home"]["score"] for h in HOMES}
-    for cand, rs in by.items():
-        mm = "" if rs["mean"]["method"] == "parent" else \
-            f"{100 * min(rs[f'{h}_home']['score'] - ph[h] for h in HOMES):+7.1f}"
-        print(f"  {cand:<26} {100 * rs['thinking_home']['score']:>6.1f} {100 * rs['domain_home']['score']:>6.1f} "
-              f"{100 * rs['mean']['score']:>6.1f} {mm:>7} {'*' if rs['mean']['selected'] else ''}")
+    parents, scored, chosen = sw.from_table(r["sweep"])
+    lines = [(f"{h} (parent)", parents[h], "", False) for h in HOMES]
+    lines += [(c.name, res, f"{100 * res['margins']['min']:+7.1f}", i == chosen) for i, (c, res) in enumerate(scored)]
+    for cand, res, mm, selected in lines:
+        hs = res["home"]
+        print(f"  {cand:<26} {100 * hs['thinking']:>6.1f} {100 * hs['domain']:>6.1f} "
+              f"{100 * hs['mean']:>6.1f} {mm:>7} {'*' if selected else ''}")
 
 
 def main(argv: list[str]) -> int:

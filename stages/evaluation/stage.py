@@ -88,6 +88,21 @@ def summarize(results: list[dict]) -> dict:
             "overall_accuracy": (sum(r["correct"] for r in results) / n) if n else None}
 
 
+def greedy_score(model, tok, rows: list[dict], *, max_new_tokens: int, seed: int, model_uri: str,
+                 batch_size: int | None = None) -> dict:
+    """Greedy, one sample per prompt: ``summarize(generate_and_score(...))`` of ``model`` on ``rows``
+    (``batch_size`` None: EvalConfig's). The model is in eval mode meanwhile, then back in its mode.
+    The scorer of the SFT stage's held-out suites and of the merge sweep's dev suite."""
+    cfg = EvalConfig(seed=seed, samples_per_prompt=1, max_new_tokens=max_new_tokens, temperature=0.0,
+                     report_examples=0, **({} if batch_size is None else {"batch_size": batch_size}))
+    was_training = model.training
+    model.eval()
+    try:
+        return summarize(generate_and_score(cfg, model, tok, rows, model_uri))
+    finally:
+        model.train(was_training)
+
+
 def render_report(model_uri: str, config: EvalConfig, summary: dict, results: list[dict],
                   prompts: dict[str, dict]) -> str:
     lines = ["# Evaluation report", "", f"Model: `{model_uri}`", "",

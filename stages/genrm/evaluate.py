@@ -44,15 +44,19 @@ def genrm_judgements(model, tok, rows: list[dict], *, max_new_tokens: int) -> tu
     return out, sum(p.format_ok for p in parsed)
 
 
-def bt_scores(rm, tok, rows: list[dict], max_len: int) -> list[tuple[float, float]]:
-    """(r_a, r_b) per pair; a response too long for ``max_len`` is cut to its last ``max_len`` tokens."""
-    seqs = []
-    for r in rows:
-        for resp in (r["response_a"], r["response_b"]):
-            ids = encode_response(tok, r["prompt"], resp, 10 ** 9)
-            seqs.append(ids[-max_len:])
-    s = score(rm, tok, seqs)
-    return [(s[2 * i], s[2 * i + 1]) for i in range(len(rows))]
+def bt_encode(tok, rows: list[dict]) -> list[tuple[list[int], list[int]]]:
+    """(ids_a, ids_b) per pair: ``encode_response`` of each response, never cut."""
+    return [(encode_response(tok, r["prompt"], r["response_a"], 10 ** 9),
+             encode_response(tok, r["prompt"], r["response_b"], 10 ** 9)) for r in rows]
+
+
+def bt_scores(rm, tok, rows: list[dict], max_len: int,
+              encoded: list[tuple[list[int], list[int]]] | None = None) -> list[tuple[float, float]]:
+    """(r_a, r_b) per pair; a response too long for ``max_len`` is cut to its last ``max_len`` tokens.
+    ``encoded``: ``bt_encode(tok, rows)`` when the caller has it already (not tokenized again)."""
+    enc = bt_encode(tok, rows) if encoded is None else encoded
+    s = score(rm, tok, [ids[-max_len:] for pair in enc for ids in pair])
+    return [(s[2 * i], s[2 * i + 1]) for i in range(len(enc))]
 
 
 def bt_judgements(scores: list[tuple[float, float]], rows: list[dict], tau: float) -> list[dict]:

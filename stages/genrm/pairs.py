@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from stages.genrm.verdict import SWAP, normalize_label
-from stages.sft.holdout import is_held_out as _held_out
+from stages.common.holdout import is_held_out as _held_out
 
 TEXT_FIELDS = ("prompt", "response_a", "response_b")
 

@@ -26,7 +26,7 @@ from stages.common.runner import StageInputError
 from stages.common.stage_state import load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.genrm import evaluate as ev
-from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, encode_response, train_bt
+from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, train_bt
 from stages.genrm.config import GenRMConfig
 from stages.genrm.grpo import run_grpo
 from stages.genrm.pairs import screen_pairs, split_pairs
@@ -47,18 +47,17 @@ def bradley_terry(base_dir, train: list[dict], config: GenRMConfig, state_dir) -
     if saved is not None:
         rm.load_state_dict(saved["model"])
         return rm, saved["metrics"]
+    encoded = ev.bt_encode(tok, train)      # tokenized once: the training pairs here, the τ scores below
     enc = []
-    for r in train:
+    for r, (a, b) in zip(train, encoded):
         if r["label"] == "TIE":
             continue
-        w, lo = (r["response_a"], r["response_b"]) if r["label"] == "A" else (r["response_b"], r["response_a"])
-        a, b = encode_response(tok, r["prompt"], w, config.max_len), encode_response(tok, r["prompt"], lo,
-                                                                                       config.max_len)
-        if a is not None and b is not None:
-            enc.append((a, b))
+        w, lo = (a, b) if r["label"] == "A" else (b, a)
+        if len(w) <= config.max_len and len(lo) <= config.max_len:     # as encode_response(..., max_len)
+            enc.append((w, lo))
     losses = train_bt(rm, tok, enc, steps=config.bt.steps, batch_size=config.bt.batch_size, lr=config.bt.lr,
                       seed=config.seed, log=log) if enc and config.bt.steps else []
-    scores = ev.bt_scores(rm, tok, train, config.max_len)
+    scores = ev.bt_scores(rm, tok, train, config.max_len, encoded)
     tau, acc = choose_tie_threshold([a - b for a, b in scores], [r["label"] for r in train])
     k = min(5, len(losses)) or 1
     metrics = {"bt_steps": len(losses), "bt_train_pairs": len(enc), "bt_tau": tau, "bt_train_accuracy": acc,

@@ -19,12 +19,16 @@ greedily with the evaluation stage's scorer, keeps the candidate with the
 largest smallest margin to a parent on the parents' home domains
 (stages/merge/sweep.py), and writes the table method x weight -> dev scores
 (``sweep``) and ``summary.md``. Scores are saved after every candidate in the
-run's state directory, so a run killed mid-sweep resumes where it stopped.
+run's state directory, so a run killed mid-sweep resumes where it stopped; the
+best candidate's mergekit output so far is kept there too, and the winner's is
+re-saved as the checkpoint at the end (it is not merged again).
 """
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -163,31 +167,38 @@ def _merge_checkpoint(config: MergeConfig, inputs: dict[str, Artifact], dirs: di
         tmp = Path(tmp)
         raw = tmp / "mergekit_out"
         run_mergekit(config, dirs, raw, tmp)
-        merge_s = time.perf_counter() - t0
-        has_tok = (raw / "tokenizer.json").exists()
-        if not has_tok:  # mergekit logs and goes on when it cannot copy the tokenizer
-            log.warning("merge: mergekit wrote no tokenizer; using base's")
-        model = _load_model(raw)  # transformers must load what mergekit wrote
-        tok = _load_tokenizer(raw if has_tok else dirs["base"])
-        merged = model.state_dict()
-        _check_finite(merged, config, inputs)
-        parents = {s: _load_model(dirs[s]).state_dict() for s in SLOTS}
-        missing = sorted(set(parents["base"]) ^ set(merged))
-        if missing:
-            raise RuntimeError(f"merge: merged tensors do not match base's: {missing[:5]}")
-        metrics = {"method": config.method, "density": config.density,
-                   "thinking_weight": config.thinking_weight, "domain_weight": config.domain_weight,
-                   "merge_s": merge_s, **_distances(merged, parents)}
-        # Re-save through transformers: same on-disk layout as every other checkpoint.
-        save_checkpoint(_canonical(model), tok, out.dir, meta={"stage": "merge", **metrics})
-        record = mergekit_document(config, {s: inputs[s].uri for s in SLOTS})
-        (out.path("mergekit_config.yml")).write_text(
-            "# mergekit configuration of this merge (model paths shown as artifact URIs)\n"
-            + yaml.safe_dump(record, sort_keys=False))
+        return _save_merge(config, inputs, dirs, raw, out, time.perf_counter() - t0)
+
+
+def _save_merge(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str, Path], raw: Path,
+                out: ArtifactWriter, merge_s: float) -> dict:
+    """What mergekit wrote in ``raw`` (with ``config``, in ``merge_s`` seconds), loaded, checked and re-saved
+    through transformers into ``out``; returns the metrics."""
+    t0 = time.perf_counter()
+    has_tok = (raw / "tokenizer.json").exists()
+    if not has_tok:  # mergekit logs and goes on when it cannot copy the tokenizer
+        log.warning("merge: mergekit wrote no tokenizer; using base's")
+    model = _load_model(raw)  # transformers must load what mergekit wrote
+    tok = _load_tokenizer(raw if has_tok else dirs["base"])
+    merged = model.state_dict()
+    _check_finite(merged, config, inputs)
+    parents = {s: _load_model(dirs[s]).state_dict() for s in SLOTS}
+    missing = sorted(set(parents["base"]) ^ set(merged))
+    if missing:
+        raise RuntimeError(f"merge: merged tensors do not match base's: {missing[:5]}")
+    metrics = {"method": config.method, "density": config.density,
+               "thinking_weight": config.thinking_weight, "domain_weight": config.domain_weight,
+               "merge_s": merge_s, **_distances(merged, parents)}
+    # Re-save through transformers: same on-disk layout as every other checkpoint.
+    save_checkpoint(_canonical(model), tok, out.dir, meta={"stage": "merge", **metrics})
+    record = mergekit_document(config, {s: inputs[s].uri for s in SLOTS})
+    (out.path("mergekit_config.yml")).write_text(
+        "# mergekit configuration of this merge (model paths shown as artifact URIs)\n"
+        + yaml.safe_dump(record, sort_keys=False))
     log.info("merge: %s of thinking (w=%.2f) and domain (w=%.2f) onto base, density %.2f: "
              "|M-base| %.3f, |M-thinking| %.3f, |M-domain| %.3f (%.1fs)", config.method, config.thinking_weight,
              config.domain_weight, config.density, metrics["l2_to_base"], metrics["l2_to_thinking"],
-             metrics["l2_to_domain"], time.perf_counter() - t0)
+             metrics["l2_to_domain"], merge_s + time.perf_counter() - t0)
     return metrics
 
 
@@ -204,17 +215,29 @@ on_candidate_scored = None
 
 
 def _score(model, tok, dev: list[dict], sweep, uri: str) -> dict:
-    from stages.evaluation.config import EvalConfig
-    from stages.evaluation.stage import generate_and_score
-    cfg = EvalConfig(seed=sweep.seed, max_new_tokens=sweep.max_new_tokens, batch_size=sweep.batch_size,
-                     report_examples=0)
-    per_domain = sw.domain_scores(generate_and_score(cfg, model, tok, dev, uri))
+    from stages.evaluation.stage import greedy_score
+    per_domain = sw.domain_scores(greedy_score(model, tok, dev, max_new_tokens=sweep.max_new_tokens, seed=sweep.seed,
+                                               model_uri=uri, batch_size=sweep.batch_size))
     return {"domains": per_domain, "home": sw.home_scores(per_domain, sweep)}
+
+
+def _drop_stale(state_dir: Path, kept: dict | None) -> None:
+    """Remove candidate scratch and merges the state does not name (left by a kill between a
+    merge's rename and the state's save, or between that save and the old merge's removal)."""
+    for d in state_dir.glob("cand-*"):
+        shutil.rmtree(d, ignore_errors=True)
+    for d in state_dir.glob("kept-*"):
+        if kept is None or d.name != kept["dir"]:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str, Path],
                outputs: dict[str, ArtifactWriter]) -> dict:
-    """Score both parents and every candidate on dev (resuming from saved state), keep the best."""
+    """Score both parents and every candidate on dev (resuming from saved state), keep the best.
+
+    The mergekit output of the best candidate so far is kept in the state directory (``kept-<i>``,
+    named by ``state["kept"]``, replaced when a better one appears), so the winner is saved from it
+    at the end without merging it again, also after a resume."""
     sweep = config.sweep
     dev_art = inputs["dev"]
     dev = sw.draw_dev(dev_art.read_table().to_pylist(), sweep)
@@ -223,7 +246,10 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
     cands = sw.candidates(config)
     state_dir = state_dir_for(outputs["checkpoint"])
     state = load_state(state_dir, STATE_FILE) or {"parents": {}, "candidates": {}}
+    state.setdefault("kept", None)
     resumed = len(state["candidates"])
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _drop_stale(state_dir, state["kept"])
     if state["parents"] or resumed:
         log.info("merge: resuming the sweep from %s (%d candidate(s) already scored)", state_dir, resumed)
     tok = _load_tokenizer(dirs["base"])
@@ -236,19 +262,31 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
     parents = state["parents"]
     n_new = 0
     t0 = time.perf_counter()
-    for c in cands:
+    for i, c in enumerate(cands):
         if c.name in state["candidates"]:
             continue
-        with tempfile.TemporaryDirectory(prefix="compass-merge-cand-") as tmp:
+        # scratch in the state directory: the merge is moved from it (one rename) when it is the best so far
+        with tempfile.TemporaryDirectory(prefix="cand-", dir=state_dir) as tmp:
             tmp = Path(tmp)
             mc = c.merge_config(config)
+            t1 = time.perf_counter()
             run_mergekit(mc, dirs, tmp / "out", tmp)
+            merge_s = time.perf_counter() - t1
             model = _load_model(tmp / "out")
             _check_finite(model.state_dict(), mc, inputs)
             res = _score(model, tok, dev, sweep, c.name)
-        res["margins"] = sw.margins(res["home"], parents)
-        state["candidates"][c.name] = res
-        save_state(state_dir, STATE_FILE, state)
+            del model
+            res["margins"] = sw.margins(res["home"], parents)
+            state["candidates"][c.name] = res
+            so_far = [(d, state["candidates"][d.name]) for d in cands if d.name in state["candidates"]]
+            old = state["kept"]
+            better = so_far[sw.select(so_far)][0] is c
+            if better:
+                os.replace(tmp / "out", state_dir / f"kept-{i}")
+                state["kept"] = {"candidate": c.name, "dir": f"kept-{i}", "merge_s": merge_s}
+            save_state(state_dir, STATE_FILE, state)
+        if better and old is not None:
+            shutil.rmtree(state_dir / old["dir"], ignore_errors=True)
         n_new += 1
         log.info("merge: %s: dev thinking home %.3f, domain home %.3f, min margin %+.3f", c.name,
                  res["home"]["thinking"], res["home"]["domain"], res["margins"]["min"])
@@ -259,7 +297,13 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
     best, res = scored[chosen]
     outputs["sweep"].write_table(pa.Table.from_pylist(sw.table_rows(parents, scored, chosen, sweep),
                                                       schema=TABLE_SCHEMAS["merge_sweep"]))
-    metrics = _merge_checkpoint(best.merge_config(config), inputs, dirs, outputs["checkpoint"])
+    kept = state["kept"]
+    if kept is not None and kept["candidate"] == best.name and (state_dir / kept["dir"]).is_dir():
+        metrics = _save_merge(best.merge_config(config), inputs, dirs, state_dir / kept["dir"],
+                              outputs["checkpoint"], kept["merge_s"])
+    else:  # not expected (the state always names the best scored candidate's merge): merge it again
+        log.warning("merge: the kept merge of %s is missing from %s: merging it again", best.name, state_dir)
+        metrics = _merge_checkpoint(best.merge_config(config), inputs, dirs, outputs["checkpoint"])
     outputs["checkpoint"].path("summary.md").write_text(
         sw.render_summary(parents, scored, chosen, sweep, dev_art.uri, len(dev), resumed))
     headline = {"selected": best.name, "selected_method": best.method, "selected_thinking_weight": best.thinking_weight,

@@ -89,11 +89,10 @@ def check_dev(dev: list[dict], sweep: SweepConfig, uri: str) -> list[str]:
     return warnings
 
 
-def domain_scores(results: list[dict]) -> dict[str, dict]:
-    """Per dev domain: mean score, accuracy and prompt count, from ``generate_and_score`` results."""
-    from stages.evaluation.stage import summarize
+def domain_scores(summary: dict) -> dict[str, dict]:
+    """Per dev domain: mean score, accuracy and prompt count, from a ``greedy_score`` summary."""
     return {name: {"score": s["mean_score"], "accuracy": s["accuracy"], "prompts": s["prompts"]}
-            for name, s in summarize(results)["suites"].items()}
+            for name, s in summary["suites"].items()}
 
 
 def home_scores(per_domain: dict[str, dict], sweep: SweepConfig) -> dict[str, float]:
@@ -117,6 +116,39 @@ def select(scored: list[tuple[Candidate, dict]]) -> int:
     (compared at 1e-9, so that float rounding does not break a tie)."""
     return max(range(len(scored)), key=lambda i: (round(scored[i][1]["margins"]["min"], 9),
                                                   round(scored[i][1]["home"]["mean"], 9), -i))
+
+
+def best_per_method(scored: list[tuple[Candidate, dict]]) -> dict[str, int]:
+    """Per method, the index in ``scored`` of its best candidate by ``select``'s rule."""
+    idx: dict[str, list[int]] = defaultdict(list)
+    for i, (c, _) in enumerate(scored):
+        idx[c.method].append(i)
+    return {m: ix[select([scored[i] for i in ix])] for m, ix in idx.items()}
+
+
+def from_table(rows: list[dict]) -> tuple[dict[str, dict], list[tuple[Candidate, dict]], int | None]:
+    """A ``merge_sweep`` table (``table_rows``) read back: the parents' results, the scored candidates
+    in table order (``domains`` without accuracy, ``home`` and ``margins``) and the selected index."""
+    by: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in rows:
+        by[r["candidate"]][r["suite"]] = r
+    results = {}
+    for name, rs in by.items():
+        results[name] = {"domains": {d: {"score": r["score"], "prompts": r["prompts"]} for d, r in rs.items()
+                                     if d not in ("thinking_home", "domain_home", "mean")},
+                         "home": {"thinking": rs["thinking_home"]["score"], "domain": rs["domain_home"]["score"],
+                                  "mean": rs["mean"]["score"]}}
+    parents = {h: results[f"{h} (parent)"] for h in HOMES}
+    scored, chosen = [], None
+    for name, rs in by.items():
+        r = rs["mean"]
+        if r["method"] == "parent":
+            continue
+        if r["selected"]:
+            chosen = len(scored)
+        res = {**results[name], "margins": margins(results[name]["home"], parents)}
+        scored.append((Candidate(r["method"], r["thinking_weight"], r["domain_weight"], r["density"]), res))
+    return parents, scored, chosen
 
 
 def table_rows(parents: dict[str, dict], scored: list[tuple[Candidate, dict]], chosen: int | None,

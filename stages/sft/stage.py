@@ -2,7 +2,7 @@
 
 Loads the base checkpoint and encodes every (prompt, response) with the chat template (loss on the
 response only; pairs longer than ``max_len`` are skipped and counted, never truncated). A
-deterministic share of the rows (by a hash of their ``id``, ``stages.sft.holdout``) is held out
+deterministic share of the rows (by a hash of their ``id``, ``stages.common.holdout``) is held out
 and only scored. ``stages.sft.train.train_sft`` then runs AdamW steps with sequence packing,
 gradient accumulation, warmup + cosine, and trainer state saved every ``checkpoint_every`` steps
 under ``$COMPASS_STATE_DIR`` (a re-run of the same stage run resumes from it exactly, even after
@@ -21,7 +21,7 @@ from stages.common.runner import StageInputError
 from stages.common.stage_state import load_state, save_state, state_dir_for
 from stages.common.store import Artifact, ArtifactWriter
 from stages.sft.config import SFTConfig
-from stages.sft.holdout import split_holdout
+from stages.common.holdout import split_holdout
 from stages.sft.report import render_summary
 from stages.sft.suites import accuracy_table, score_suites, select_eval_rows
 from stages.sft.train import encode_table, train_sft

@@ -1,13 +1,15 @@
 """Held-out suites for the SFT stage: pick eval prompts and score a model with the gym's verifiers.
 
-Generation and scoring are the evaluation stage's own (``generate_and_score``, ``summarize``):
-greedy decoding, one sample per prompt, each response scored by the verifier its row names.
+Generation and scoring are the evaluation stage's own (``score_suites`` is its ``greedy_score``:
+greedy decoding, one sample per prompt, each response scored by the verifier its row names,
+summarized per suite as ``{suites: {name: {prompts, accuracy, mean_score, ...}}, overall_accuracy, samples}``).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-from stages.sft.holdout import holdout_score
+from stages.common.holdout import holdout_score
+from stages.evaluation.stage import greedy_score as score_suites  # noqa: F401  (the SFT stage's scorer)
 
 
 def suite_of(row: dict) -> str:
@@ -30,20 +32,6 @@ def select_eval_rows(rows: list[dict], domains: list[str] | None, max_per_suite:
                 keep.add(i)
         wanted = [i for i in wanted if i in keep]
     return [rows[i] for i in wanted]
-
-
-def score_suites(model, tok, rows: list[dict], *, max_new_tokens: int, seed: int, model_uri: str) -> dict:
-    """Greedy accuracy per suite of ``model`` on ``rows`` -> the evaluation stage's ``summarize`` dict
-    (``suites``: {name: {prompts, accuracy, mean_score, ...}}, ``overall_accuracy``, ``samples``)."""
-    from stages.evaluation.config import EvalConfig
-    from stages.evaluation.stage import generate_and_score, summarize
-    cfg = EvalConfig(seed=seed, samples_per_prompt=1, max_new_tokens=max_new_tokens, temperature=0.0)
-    was_training = model.training
-    model.eval()
-    try:
-        return summarize(generate_and_score(cfg, model, tok, rows, model_uri))
-    finally:
-        model.train(was_training)
 
 
 def accuracy_table(summary: dict) -> dict[str, float]:

@@ -57,7 +57,11 @@ def _sd(art):
 def test_sweep_scores_candidates_and_keeps_the_best(sweep_world, tmp_path, monkeypatch):
     monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
     store, arts = sweep_world
+    merges = []
+    run_mergekit = merge.run_mergekit
+    monkeypatch.setattr(merge, "run_mergekit", lambda *a: merges.append(a[0]) or run_mergekit(*a))
     res = merge.run(CFG, arts, store, output_names={"checkpoint": "thinking_base", "sweep": "merge_sweep"})
+    assert len(merges) == 4          # one merge per candidate: the winner's is kept, not merged again
     ck, table = store.open(res.outputs["checkpoint"]), store.open(res.outputs["sweep"])
     rows = table.read_table().to_pylist()
     names = ["thinking (parent)", "domain (parent)", "ties w=0.30 d=0.70", "ties w=0.70 d=0.70",
@@ -225,8 +229,10 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path, world_arts):
     assert not store_b.list("checkpoint", "thinking_base") and not store_b.list("merge_sweep")  # nothing committed
     assert not [m for m in store_b.list() if m.producer == "merge"]
     assert list((tmp_path / "killed" / "state").rglob(merge.STATE_FILE))
+    assert len(list((tmp_path / "killed" / "state").rglob("kept-*"))) == 1    # the best merge so far, kept
     store_b, resumed = run("killed", -1)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "merging it again" not in resumed.stderr          # the winner's merge was kept across the kill
     out_a, out_b = json.loads(whole.stdout.strip().splitlines()[-1]), json.loads(resumed.stdout.strip().splitlines()[-1])
     ck_a, ck_b = store_a.open(out_a["checkpoint"]), store_b.open(out_b["checkpoint"])
     assert ck_b.manifest.extra["resumed_candidates"] == 2 and ck_a.manifest.extra["resumed_candidates"] == 0

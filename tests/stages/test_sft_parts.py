@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.sft.holdout import is_held_out, split_holdout
+from stages.common.holdout import is_held_out, split_holdout
 from stages.sft.packing import IGNORE, efficiency, pack_samples, segment_mask, to_tensors
 from stages.sft.schedule import lr_at
 from stages.sft.train import encode_table, packed_loss_sum, padded_loss_sum, supervised_count, train_sft

@@ -25,12 +25,10 @@ def split_holdout(ids: list[str], fraction: float, min_rows: int = 0) -> list[bo
     if fraction <= 0 or not ids:
         return [False] * len(ids)
     scores = [holdout_score(i) for i in ids]
-    flags = [s < fraction for s in scores]
-    want = min(max(min_rows, sum(flags)), len(ids) - 1)
-    if sum(flags) < want:
-        for i in sorted(range(len(ids)), key=lambda i: (scores[i], i))[:want]:
-            flags[i] = True
-    elif sum(flags) > want:        # only when everything would be held out
-        for i in sorted(range(len(ids)), key=lambda i: (scores[i], i))[want:]:
-            flags[i] = False
+    order = sorted(range(len(ids)), key=lambda i: (scores[i], i))      # lowest scores first
+    # the rows under ``fraction`` are the first of ``order``: their count, topped up and capped, is how many go
+    want = min(max(min_rows, sum(s < fraction for s in scores)), len(ids) - 1)
+    flags = [False] * len(ids)
+    for i in order[:want]:
+        flags[i] = True
     return flags
