@@ -17,6 +17,7 @@ BENCHMARKS = {
     "vs-trl": "compass.bench.vs_trl",
     "genrm": "compass.bench.genrm",
     "merge": "compass.bench.merge",
+    "sft": "compass.bench.sft",
 }
 
 

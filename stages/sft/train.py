@@ -183,7 +183,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
 
     Returns metrics: per-step ``losses`` and ``lrs``, ``tokens`` (real tokens seen),
     ``padded_tokens`` (token slots computed, padding included), ``supervised_tokens``,
-    ``train_s`` (seconds in training steps), ``heldout`` (list of {step, loss}),
+    ``train_s`` (seconds in training steps), ``train_cpu_s`` (this process's CPU seconds in them), ``heldout`` (list of {step, loss}),
     ``resumed_from_step`` (None on a fresh start), ``mode`` (packed/padded), ``fallback_reason``.
     """
     net = make_sft_backend(backend, model, tok.pad_token_id, packing=packing, pack_len=pack_len, logger=logger,
@@ -195,7 +195,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     losses: list[float] = []
     lrs: list[float] = []
     heldout_hist: list[dict] = []
-    counts = {"tokens": 0, "padded_tokens": 0, "supervised_tokens": 0, "train_s": 0.0}
+    counts = {"tokens": 0, "padded_tokens": 0, "supervised_tokens": 0, "train_s": 0.0, "train_cpu_s": 0.0}
     signature = {"n": len(encoded), "lengths": sum(len(x) for x, _ in encoded), "steps": steps,
                  "batch_size": batch_size, "grad_accum_steps": grad_accum_steps, "seed": seed, "lr": lr,
                  "backend": backend}
@@ -210,7 +210,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
         rng.setstate(state["rng"])
         torch.set_rng_state(state["torch_rng"])
         order, losses, lrs = list(state["order"]), list(state["losses"]), list(state["lrs"])
-        heldout_hist, counts = list(state["heldout"]), dict(state["counts"])
+        heldout_hist, counts = list(state["heldout"]), {**counts, **state["counts"]}
         start = resumed_from = state["step"]
         logger.info("%s: resumed from step %d of %d (state in %s)", desc, start, steps, state_dir)
 
@@ -228,7 +228,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     window_t, window_tok = 0.0, 0
     bar = progress(range(start, steps), total=steps - start, desc=desc, unit="step")
     for step in bar:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         micro_batches = []
         for _ in range(grad_accum_steps):
             idx = []
@@ -258,6 +258,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
         lrs.append(lr_now)
         dt = time.perf_counter() - t0
         counts["train_s"] += dt
+        counts["train_cpu_s"] += time.process_time() - c0
         window_t += dt
         done = step + 1
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
@@ -280,6 +281,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     net.write_back()
     model.eval()
     return {"losses": losses, "lrs": lrs, "tokens": counts["tokens"], "padded_tokens": counts["padded_tokens"],
-            "supervised_tokens": counts["supervised_tokens"], "train_s": counts["train_s"], "heldout": heldout_hist,
+            "supervised_tokens": counts["supervised_tokens"], "train_s": counts["train_s"],
+            "train_cpu_s": counts["train_cpu_s"], "heldout": heldout_hist,
             "resumed_from_step": resumed_from, "mode": net.mode, "fallback_reason": net.fallback_reason,
             "backend": backend}
