@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from stages.sft.packing import IGNORE, PackedRow, pack_samples, segment_mask, to_tensors
+from stages.sft.train import SFTBackend
 
 Sample = tuple[list[int], list[int]]
 
@@ -43,7 +44,7 @@ def one_sample_rows(samples: list[Sample]) -> list[PackedRow]:
     return rows
 
 
-class MegatronSFT:
+class MegatronSFT(SFTBackend):
     """Holds the megatron model converted from ``hf_model``; ``self(samples)`` is the summed loss.
 
     ``hf_model`` is read at construction and written only by :meth:`write_back`.
@@ -89,16 +90,7 @@ class MegatronSFT:
         loss = F.cross_entropy(logits[sel].float(), targets[sel], reduction="sum")
         return loss, {"tokens": sum(len(r) for r in rows), "padded_tokens": int(ids.numel()), "rows": len(rows)}
 
-    # -- what the training loop treats like an nn.Module ------------------------------------------
-
-    def parameters(self):
-        return self.module.parameters()
-
-    def train(self) -> None:
-        self.module.train()
-
-    def eval(self) -> None:
-        self.module.eval()
+    # -- weights: megatron's tensors (no ``_extra_state``) for resume, HF names for the checkpoint -----
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         from stages.rl.megatron_convert import megatron_tensor_state

@@ -87,7 +87,33 @@ def padded_loss_sum(model, samples: list[Sample], pad_id: int) -> tuple[torch.Te
                   "rows": len(samples)}
 
 
-class TorchSFT:
+class SFTBackend:
+    """What the training loop needs of a backend besides ``self(samples) -> (loss sum, counts)``:
+    ``module`` (the ``nn.Module`` whose parameters the optimizer steps), ``state_dict`` /
+    ``load_state_dict`` (the weights, for resume) and ``write_back`` (the result into the HF model)."""
+
+    module: torch.nn.Module
+
+    def parameters(self):
+        return self.module.parameters()
+
+    def train(self) -> None:
+        self.module.train()
+
+    def eval(self) -> None:
+        self.module.eval()
+
+    def state_dict(self) -> dict:
+        return self.module.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.module.load_state_dict(state)
+
+    def write_back(self) -> None:
+        """Nothing to do when ``module`` is the HF model."""
+
+
+class TorchSFT(SFTBackend):
     """The ``torch`` backend: the HF model itself, through the packed native forward where it applies,
     else transformers' padded one (saying why). ``self(samples)`` -> (loss sum, counts)."""
 
@@ -115,24 +141,6 @@ class TorchSFT:
             return packed_loss_sum(self.model, samples, self.pad_id, pack_len)
         return padded_loss_sum(self.model, samples, self.pad_id)
 
-    def parameters(self):
-        return self.model.parameters()
-
-    def train(self) -> None:
-        self.model.train()
-
-    def eval(self) -> None:
-        self.model.eval()
-
-    def state_dict(self) -> dict:
-        return self.model.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.model.load_state_dict(state)
-
-    def write_back(self) -> None:
-        """Nothing to do: the HF model is what was trained."""
-
 
 SFT_BACKENDS = ("torch", "megatron")
 
@@ -150,7 +158,7 @@ def make_sft_backend(name: str, model, pad_id: int, *, packing: bool, pack_len: 
 
 
 @torch.no_grad()
-def mean_loss(loss_fn: TorchSFT, samples: list[Sample], chunk: int = 64) -> float:
+def mean_loss(loss_fn: SFTBackend, samples: list[Sample], chunk: int = 64) -> float:
     """Token-mean loss over every supervised token of ``samples`` (no gradient)."""
     total, n = 0.0, 0
     for i in range(0, len(samples), chunk):

@@ -27,3 +27,19 @@ def commit_table(store: ArtifactStore, kind: str, name: str, table: pa.Table) ->
 def commit_checkpoint(store: ArtifactStore, name: str, model, tok) -> Artifact:
     from stages.common.model_factory import save_checkpoint
     return commit_artifact(store, "checkpoint", name, lambda w: save_checkpoint(model, tok, w.dir))
+
+
+def sum_sft_samples(tok, n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """``n`` encoded SFT samples "a+b+...=?" -> "<think>a b ...</think>sum" (1-6 terms), all under 256 tokens."""
+    import random
+
+    from stages.sft.train import encode_table
+    rng = random.Random(seed)
+    prompts, responses = [], []
+    for _ in range(n):
+        a = [rng.randint(1, 99) for _ in range(rng.randint(1, 6))]
+        prompts.append("+".join(map(str, a)) + "=?")
+        responses.append(f"<think>{' '.join(map(str, a))}</think>{sum(a)}")
+    enc, skipped = encode_table(tok, prompts, responses, 256)
+    assert skipped == 0
+    return enc

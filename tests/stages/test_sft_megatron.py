@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import warnings
 
 import pytest
 import torch
 
 from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.sft.train import encode_table, make_sft_backend, padded_loss_sum, supervised_count, train_sft
+from stages.sft.train import make_sft_backend, padded_loss_sum, supervised_count, train_sft
+from tests.stages.helpers import sum_sft_samples
 
 warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
 log = logging.getLogger("test.sft.megatron")
@@ -22,16 +22,7 @@ def tok():
     return build_tokenizer("")
 
 
-def _samples(tok, n: int, seed: int = 0):
-    rng = random.Random(seed)
-    prompts, responses = [], []
-    for _ in range(n):
-        a = [rng.randint(1, 99) for _ in range(rng.randint(1, 6))]
-        prompts.append("+".join(map(str, a)) + "=?")
-        responses.append(f"<think>{' '.join(map(str, a))}</think>{sum(a)}")
-    enc, skipped = encode_table(tok, prompts, responses, 256)
-    assert skipped == 0
-    return enc
+_samples = sum_sft_samples
 
 
 def _grads(named_params) -> dict[str, torch.Tensor]:

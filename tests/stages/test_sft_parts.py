@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 
 import pytest
 import torch
@@ -12,7 +11,8 @@ from stages.common.model_factory import ModelConfig, build_model, build_tokenize
 from stages.common.holdout import is_held_out, split_holdout
 from stages.sft.packing import IGNORE, efficiency, pack_samples, segment_mask, to_tensors
 from stages.sft.schedule import lr_at
-from stages.sft.train import encode_table, packed_loss_sum, padded_loss_sum, supervised_count, train_sft
+from stages.sft.train import packed_loss_sum, padded_loss_sum, supervised_count, train_sft
+from tests.stages.helpers import sum_sft_samples
 
 log = logging.getLogger("test.sft")
 
@@ -22,17 +22,7 @@ def tok():
     return build_tokenizer("")
 
 
-def _samples(tok, n: int, seed: int = 0):
-    rng = random.Random(seed)
-    prompts, responses = [], []
-    for _ in range(n):
-        k = rng.randint(1, 6)
-        a = [rng.randint(1, 99) for _ in range(k)]
-        prompts.append("+".join(map(str, a)) + "=?")
-        responses.append(f"<think>{' '.join(map(str, a))}</think>{sum(a)}")
-    enc, skipped = encode_table(tok, prompts, responses, 256)
-    assert skipped == 0
-    return enc
+_samples = sum_sft_samples
 
 
 # -- packing -----------------------------------------------------------------------------------------
