@@ -39,8 +39,8 @@ SECRET_KEY = "compass-test-secret"
 REGION = "us-east-1"
 DEFAULT_BUCKET = "compass-test"
 
-# http ports weed opens; each one's gRPC port is given explicitly as http + 10000 (the
-# admin worker dials admin http + 10000 whatever -admin.port.grpc says, so keep them paired).
+# http ports weed opens; each one's gRPC port is given explicitly as http + 10000 (weed's
+# convention, which some of its components assume whatever the flags say).
 _PORT_FLAGS = ("master", "volume", "filer", "s3")
 # Below this much free disk the volume server turns read-only (weed's default is 1% of the disk).
 MIN_FREE_SPACE = "64MiB"

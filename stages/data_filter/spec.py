@@ -11,7 +11,7 @@ SPEC = StageSpec(
     optional_inputs=frozenset({"base"}),   # the grader's starting point; without it, prompts stay ungraded
     outputs={"sft_longcot": "sft_samples", "sft_domain": "sft_samples", "rl_prompts": "prompts",
              "quarantine": "quarantine"},
-    body="stages.data_filter.stage:_body", libraries=("common", "gym", "sft"))
+    body="stages.data_filter.stage:_body", libraries=("common", "gym", "sft", "rl"))  # sft's trainer uses stages.rl's forwards
 
 
 def run(config: DataFilterConfig, inputs: dict, store, **kw):

@@ -19,17 +19,17 @@ import torch
 import torch.nn.functional as F
 
 from stages.sft.packing import IGNORE, PackedRow, pack_samples, segment_mask, to_tensors
-from stages.sft.train import SFTBackend
-
-Sample = tuple[list[int], list[int]]
+from stages.sft.train import Sample, SFTBackend
 
 
 def megatron_unsupported(hf_config) -> str | None:
-    """Why the megatron conversion cannot take this model (None: it can)."""
-    from stages.rl.megatron_convert import _check_supported
+    """Why the megatron conversion cannot take this model (None: it can): architecture, RoPE and layer layout."""
+    from stages.rl.megatron_convert import _check_supported, moe_layer_pattern, rope_theta
     try:
         _check_supported(hf_config)
-    except ValueError as e:
+        rope_theta(hf_config)
+        moe_layer_pattern(hf_config)
+    except (ValueError, AttributeError, TypeError) as e:
         return str(e)
     return None
 
@@ -47,10 +47,11 @@ def one_sample_rows(samples: list[Sample]) -> list[PackedRow]:
 class MegatronSFT(SFTBackend):
     """Holds the megatron model converted from ``hf_model``; ``self(samples)`` is the summed loss.
 
-    ``hf_model`` is read at construction and written only by :meth:`write_back`.
+    ``hf_model`` is read at construction and written only by :meth:`write_back`. The logits are
+    computed at every position of the rows (megatron's output layer), then the loss is taken at the
+    supervised ones: at a real vocabulary and long rows that is the memory peak (a chunked head is
+    not done).
     """
-
-    name = "megatron"
 
     def __init__(self, hf_model, pad_id: int, *, packing: bool, pack_len: int | None, seed: int = 0):
         why = megatron_unsupported(hf_model.config)

@@ -39,6 +39,12 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     state_dir = state_dir_for(out) if config.checkpoint_every else None
     torch.manual_seed(config.seed)
     model, tok = load_checkpoint(inputs["base"].local_dir())
+    if config.backend == "megatron":  # before any scoring: say now what would fail later
+        from stages.sft.megatron_backend import megatron_unsupported
+        why = megatron_unsupported(model.config)
+        if why is not None:
+            raise StageInputError(f"sft: backend 'megatron' cannot train {inputs['base'].uri}: {why}; "
+                                  f"use backend: torch")
     table = inputs["data"].read_table()
     prompts, responses = table.column("prompt").to_pylist(), table.column("response").to_pylist()
     ids = table.column("id").to_pylist() if "id" in table.column_names else [str(i) for i in range(table.num_rows)]

@@ -117,8 +117,6 @@ class TorchSFT(SFTBackend):
     """The ``torch`` backend: the HF model itself, through the packed native forward where it applies,
     else transformers' padded one (saying why). ``self(samples)`` -> (loss sum, counts)."""
 
-    name = "torch"
-
     def __init__(self, model, pad_id: int, *, packing: bool, pack_len: int | None, logger: logging.Logger | None = None):
         self.model = self.module = model
         self.pad_id, self.pack_len = pad_id, pack_len
@@ -142,9 +140,6 @@ class TorchSFT(SFTBackend):
         return padded_loss_sum(self.model, samples, self.pad_id)
 
 
-SFT_BACKENDS = ("torch", "megatron")
-
-
 def make_sft_backend(name: str, model, pad_id: int, *, packing: bool, pack_len: int | None,
                      logger: logging.Logger | None = None, seed: int = 0):
     """The trainable for backend ``name``: ``torch`` (the HF model) or ``megatron`` (a megatron-core
@@ -154,7 +149,7 @@ def make_sft_backend(name: str, model, pad_id: int, *, packing: bool, pack_len: 
     if name == "megatron":
         from stages.sft.megatron_backend import MegatronSFT
         return MegatronSFT(model, pad_id, packing=packing, pack_len=pack_len, seed=seed)
-    raise ValueError(f"unknown sft backend {name!r}; known: {', '.join(SFT_BACKENDS)}")
+    raise ValueError(f"unknown sft backend {name!r}; known: torch, megatron")
 
 
 @torch.no_grad()
@@ -192,7 +187,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     Returns metrics: per-step ``losses`` and ``lrs``, ``tokens`` (real tokens seen),
     ``padded_tokens`` (token slots computed, padding included), ``supervised_tokens``,
     ``train_s`` (seconds in training steps), ``train_cpu_s`` (this process's CPU seconds in them), ``heldout`` (list of {step, loss}),
-    ``resumed_from_step`` (None on a fresh start), ``mode`` (packed/padded), ``fallback_reason``.
+    ``resumed_from_step`` (None on a fresh start), ``mode`` (packed/padded), ``fallback_reason``, ``backend``.
     """
     net = make_sft_backend(backend, model, tok.pad_token_id, packing=packing, pack_len=pack_len, logger=logger,
                            seed=seed)

@@ -103,3 +103,25 @@ def test_megatron_backend_refuses_a_model_it_cannot_convert(tok):
         make_sft_backend("megatron", model, tok.pad_token_id, packing=True, pack_len=64)
     with pytest.raises(ValueError, match="unknown sft backend 'jax'"):
         make_sft_backend("jax", model, tok.pad_token_id, packing=True, pack_len=64)
+
+
+def test_sft_stage_refuses_megatron_for_such_a_model_before_any_work(tok, tmp_path, monkeypatch):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from stages.common.runner import StageInputError
+    from stages.common.store import ArtifactStore
+    from stages.sft import stage as sft
+    from stages.sft.config import SFTConfig
+    from tests.stages.helpers import commit_checkpoint, commit_table
+    from tests.stages.test_sft import _arith_samples
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    store = ArtifactStore(str(tmp_path / "a"))
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2))
+    inputs = {"base": commit_checkpoint(store, "base_ckpt", llama, tok),
+              "data": commit_table(store, "sft_samples", "sft_longcot", _arith_samples(12))}
+    trained = []
+    monkeypatch.setattr(sft, "train_sft", lambda *a, **k: trained.append(1))
+    with pytest.raises(StageInputError, match="backend 'megatron' cannot train .*base_ckpt.*'llama'.*backend: torch"):
+        sft.run(SFTConfig(backend="megatron", steps=2), inputs, store, output_names={"checkpoint": "thinking_ckpt"})
+    assert not trained and store.list("checkpoint", "thinking_ckpt") == []
