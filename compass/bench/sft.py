@@ -38,12 +38,12 @@ PACK_LEN = 256
 
 
 def build_data(quick: bool, seed: int):
-    """(model, tok, train samples, held-out samples, description) from the default world."""
+    """(model, tok, train samples, held-out samples, world config) from the default world."""
     from compass.cli import default_config
     from stages.common.config import read_yaml, validate
     from stages.common.holdout import split_holdout
     from stages.common.model_factory import build_model, build_tokenizer
-    from stages.sft.train import encode_table
+    from stages.sft.train import encode_split
     from stages.world.build import build_world
     from stages.world.config import WorldConfig
 
@@ -56,11 +56,8 @@ def build_data(quick: bool, seed: int):
     model = build_model(cfg.model, tok, cfg.seed + seed)
     bad = {i for rows in world.planted.get("raw_sft", {}).values() for i in rows}
     rows = [r for i, r in enumerate(world.raw_sft.to_pylist()) if i not in bad]
-    held = split_holdout([r["id"] for r in rows], 0.05, 8)
-    train, _ = encode_table(tok, [r["prompt"] for r, h in zip(rows, held) if not h],
-                            [r["response"] for r, h in zip(rows, held) if not h], PACK_LEN)
-    heldout, _ = encode_table(tok, [r["prompt"] for r, h in zip(rows, held) if h],
-                              [r["response"] for r, h in zip(rows, held) if h], PACK_LEN)
+    held = split_holdout([r["id"] for r in rows], 0.05, 8)        # the SFT stage's split and encoding
+    train, heldout, _ = encode_split(tok, [r["prompt"] for r in rows], [r["response"] for r in rows], held, PACK_LEN)
     return model, tok, train, heldout, cfg
 
 
@@ -133,8 +130,7 @@ def run_trl(model, tok, train, args, packing: bool) -> dict:
     # TRL's dataloader collates the batch before on_step_begin, so its collation is outside; ours
     # packs inside the step, so this leans, if anything, towards TRL.
     return {"train_s": sum(step_s), "cpu_s": sum(step_cpu), "tokens": counter.tokens, "padded_tokens": counter.padded,
-            "mode": f"packed (bfd, {batch} rows/step)" if packing else "padded",
-            "batch": batch}
+            "mode": f"packed (bfd, {batch} rows/step)" if packing else "padded"}
 
 
 def main(argv: list[str]) -> int:
@@ -188,7 +184,7 @@ def main(argv: list[str]) -> int:
         print(f"| {name} | {r['mode']} | {r['tokens']} | {r['padded_tokens']} | "
               f"{r['tokens'] / max(r['padded_tokens'], 1):.2f} | {r['train_s']:.1f} | {r['tokens_per_s']:.0f} | "
               f"{r['tokens_per_cpu_s']:.0f} | {r['heldout_loss']:.4f} |")
-    before = heldout_loss(copy.deepcopy(base), tok, heldout)
+    before = heldout_loss(base, tok, heldout)          # base is never trained: each run got a copy
     print(f"\nHeld-out loss before training: {before:.4f}")
 
     def ratio(a: str, b: str, key: str = "tokens_per_s") -> float | None:

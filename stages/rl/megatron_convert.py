@@ -94,6 +94,17 @@ def _check_supported(hf_config) -> None:
         raise ValueError(f"megatron conversion: hidden_act must be silu, got {hf_config.hidden_act!r}")
 
 
+def unsupported(hf_config) -> str | None:
+    """Why this conversion cannot take ``hf_config`` (None: it can): architecture, RoPE type, layer layout."""
+    try:
+        _check_supported(hf_config)
+        rope_theta(hf_config)
+        moe_layer_pattern(hf_config)
+    except (ValueError, AttributeError, TypeError) as e:
+        return str(e)
+    return None
+
+
 def megatron_config_from_hf(hf_config, *, aux_loss_coeff: float = 0.0, routing_replay: bool = True,
                             init_weights: bool = False):
     """``TransformerConfig`` computing the same forward as the HF Qwen3-MoE config (fp32, no dropout)."""
@@ -279,3 +290,27 @@ def megatron_tensor_state(model) -> dict[str, torch.Tensor]:
     """The model's state dict without megatron's ``_extra_state`` placeholders."""
     return {k: v for k, v in model.state_dict().items()
             if isinstance(v, torch.Tensor) and not k.endswith("_extra_state")}
+
+
+def megatron_from_hf(hf_model, tcfg):
+    """``(GPTModel, device)``: a megatron model built for ``tcfg`` holding ``hf_model``'s weights, on the
+    current GPU where there is one, else the CPU (``hf_model`` is read, not modified)."""
+    model = build_gpt_model(hf_model.config, tcfg)
+    load_hf_into_megatron(model, hf_model.state_dict(), hf_model.config)
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    return model.to(device), device
+
+
+def hf_weights(model, hf_config) -> dict[str, torch.Tensor]:
+    """The megatron model's weights under HF names, on the CPU (the exact inverse of the load)."""
+    return {k: v.cpu() for k, v in megatron_to_hf(megatron_tensor_state(model), hf_config).items()}
+
+
+def copy_megatron_tensors(model, state: dict[str, torch.Tensor], what: str = "load_state_dict") -> None:
+    """Copy ``state`` (a ``megatron_tensor_state``) into ``model`` in place; the names must match exactly."""
+    own = megatron_tensor_state(model)
+    if set(own) != set(state):
+        raise ValueError(f"{what}: weight names differ ({sorted(set(own) ^ set(state))[:5]})")
+    with torch.no_grad():
+        for k, v in own.items():
+            v.copy_(state[k])

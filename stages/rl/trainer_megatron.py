@@ -35,8 +35,8 @@ from contextlib import contextmanager
 import torch
 
 from stages.rl.megatron_cpu_compat import apply_cpu_compat
-from stages.rl.megatron_convert import (build_gpt_model, load_hf_into_megatron, megatron_config_from_hf,
-                                        megatron_tensor_state, megatron_to_hf)
+from stages.rl.megatron_convert import (copy_megatron_tensors, hf_weights, megatron_config_from_hf,
+                                        megatron_from_hf, megatron_tensor_state)
 from stages.rl.losses import get_policy_loss, masked_mean, sequence_advantages
 from stages.rl.policy_forward import call_with_supported
 from stages.rl.trainer import register_trainer_backend
@@ -93,12 +93,8 @@ class MegatronTrainer:
         self.cfg = cfg
         self.hf_config = copy.deepcopy(model.config)
         self.tcfg = megatron_config_from_hf(self.hf_config, aux_loss_coeff=aux_loss_coeff, routing_replay=True)
-        self.model = build_gpt_model(self.hf_config, self.tcfg)
-        load_hf_into_megatron(self.model, model.state_dict(), self.hf_config)
         # CPU here; on a CUDA machine the model goes to the current GPU (that path is untested in CI)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
-            else torch.device("cpu")
-        self.model.to(self.device)
+        self.model, self.device = megatron_from_hf(model, self.tcfg)
         self.routers = [layer.mlp.router for layer in self.model.decoder.layers if hasattr(layer.mlp, "router")]
         self.replays = [r.router_replay for r in self.routers]
         # The instances register themselves in a class-level list for RouterReplay's static helpers;
@@ -262,20 +258,14 @@ class MegatronTrainer:
     # -- weights and resume --------------------------------------------------------------
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.cpu() for k, v in megatron_to_hf(megatron_tensor_state(self.model), self.hf_config).items()}
+        return hf_weights(self.model, self.hf_config)
 
     def state_dict(self) -> dict:
         return {"model": {k: v.detach().clone() for k, v in megatron_tensor_state(self.model).items()},
                 "optimizer": copy.deepcopy(self.optimizer.state_dict()), "steps": self.steps}
 
     def load_state_dict(self, state: dict) -> None:
-        own = megatron_tensor_state(self.model)
-        if set(own) != set(state["model"]):
-            raise ValueError(f"load_state_dict: weight names differ "
-                             f"({sorted(set(own) ^ set(state['model']))[:5]})")
-        with torch.no_grad():
-            for k, v in own.items():
-                v.copy_(state["model"][k])
+        copy_megatron_tensors(self.model, state["model"])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.steps = int(state["steps"])
 

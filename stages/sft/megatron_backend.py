@@ -22,18 +22,6 @@ from stages.sft.packing import IGNORE, PackedRow, pack_samples, segment_mask, to
 from stages.sft.train import Sample, SFTBackend
 
 
-def megatron_unsupported(hf_config) -> str | None:
-    """Why the megatron conversion cannot take this model (None: it can): architecture, RoPE and layer layout."""
-    from stages.rl.megatron_convert import _check_supported, moe_layer_pattern, rope_theta
-    try:
-        _check_supported(hf_config)
-        rope_theta(hf_config)
-        moe_layer_pattern(hf_config)
-    except (ValueError, AttributeError, TypeError) as e:
-        return str(e)
-    return None
-
-
 def one_sample_rows(samples: list[Sample]) -> list[PackedRow]:
     """Each sample alone in its row (the unpacked layout)."""
     rows = []
@@ -54,22 +42,18 @@ class MegatronSFT(SFTBackend):
     """
 
     def __init__(self, hf_model, pad_id: int, *, packing: bool, pack_len: int | None, seed: int = 0):
-        why = megatron_unsupported(hf_model.config)
+        from stages.rl.megatron_convert import megatron_config_from_hf, megatron_from_hf, unsupported
+        from stages.rl.trainer_megatron import init_single_process
+        why = unsupported(hf_model.config)
         if why is not None:
             raise ValueError(f"sft backend 'megatron' cannot train this model: {why}; use backend: torch")
-        from stages.rl.megatron_convert import build_gpt_model, load_hf_into_megatron, megatron_config_from_hf
-        from stages.rl.trainer_megatron import init_single_process
         init_single_process(seed)
         self.hf_model, self.pad_id = hf_model, pad_id
         self.packed, self.pack_len = packing, pack_len
         self.fallback_reason = None
         # No load-balancing loss: the torch SFT paths train on the LM loss alone.
         self.tcfg = megatron_config_from_hf(hf_model.config, aux_loss_coeff=0.0, routing_replay=False)
-        self.module = build_gpt_model(hf_model.config, self.tcfg)
-        load_hf_into_megatron(self.module, hf_model.state_dict(), hf_model.config)
-        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
-            else torch.device("cpu")
-        self.module.to(self.device)
+        self.module, self.device = megatron_from_hf(hf_model, self.tcfg)
 
     @property
     def mode(self) -> str:
@@ -98,18 +82,12 @@ class MegatronSFT(SFTBackend):
         return {k: v.detach().cpu().clone() for k, v in megatron_tensor_state(self.module).items()}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        from stages.rl.megatron_convert import megatron_tensor_state
-        own = megatron_tensor_state(self.module)
-        if set(own) != set(state):
-            raise ValueError(f"megatron sft state: weight names differ ({sorted(set(own) ^ set(state))[:5]})")
-        with torch.no_grad():
-            for k, v in own.items():
-                v.copy_(state[k])
+        from stages.rl.megatron_convert import copy_megatron_tensors
+        copy_megatron_tensors(self.module, state, "megatron sft state")
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        from stages.rl.megatron_convert import megatron_tensor_state, megatron_to_hf
-        return {k: v.cpu() for k, v in megatron_to_hf(megatron_tensor_state(self.module),
-                                                     self.hf_model.config).items()}
+        from stages.rl.megatron_convert import hf_weights
+        return hf_weights(self.module, self.hf_model.config)
 
     def write_back(self) -> None:
         """Copy the trained weights into the HF model (every HF tensor must be covered)."""

@@ -24,7 +24,7 @@ from stages.sft.config import SFTConfig
 from stages.common.holdout import split_holdout
 from stages.sft.report import render_summary
 from stages.sft.suites import accuracy_table, score_suites, select_eval_rows
-from stages.sft.train import encode_table, train_sft
+from stages.sft.train import encode_split, train_sft
 
 log = logging.getLogger("compass.sft")
 BASE_EVAL_FILE = "base_eval.pt"
@@ -40,8 +40,8 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     torch.manual_seed(config.seed)
     model, tok = load_checkpoint(inputs["base"].local_dir())
     if config.backend == "megatron":  # before any scoring: say now what would fail later
-        from stages.sft.megatron_backend import megatron_unsupported
-        why = megatron_unsupported(model.config)
+        from stages.rl.megatron_convert import unsupported
+        why = unsupported(model.config)
         if why is not None:
             raise StageInputError(f"sft: backend 'megatron' cannot train {inputs['base'].uri}: {why}; "
                                   f"use backend: torch")
@@ -49,11 +49,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     prompts, responses = table.column("prompt").to_pylist(), table.column("response").to_pylist()
     ids = table.column("id").to_pylist() if "id" in table.column_names else [str(i) for i in range(table.num_rows)]
     held = split_holdout([str(i) for i in ids], config.holdout_fraction, config.holdout_min_rows)
-    train_enc, skipped_train = encode_table(tok, [p for p, h in zip(prompts, held) if not h],
-                                            [r for r, h in zip(responses, held) if not h], config.max_len)
-    held_enc, skipped_held = encode_table(tok, [p for p, h in zip(prompts, held) if h],
-                                          [r for r, h in zip(responses, held) if h], config.max_len)
-    skipped = skipped_train + skipped_held
+    train_enc, held_enc, skipped = encode_split(tok, prompts, responses, held, config.max_len)
     if not train_enc:
         raise StageInputError(f"sft: no usable sample in {inputs['data'].uri}: {table.num_rows} row(s), "
                               f"{skipped} longer than max_len={config.max_len} tokens, {sum(held)} held out")

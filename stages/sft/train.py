@@ -42,6 +42,17 @@ def encode_table(tok, prompts: list[str], responses: list[str], max_len: int):
     return encoded, skipped
 
 
+def encode_split(tok, prompts: list[str], responses: list[str], held: list[bool],
+                 max_len: int) -> tuple[list[Sample], list[Sample], int]:
+    """``encode_table`` of the rows ``held`` marks False and of those it marks True:
+    (training samples, held-out samples, pairs skipped in both because longer than ``max_len``)."""
+    train, skipped_train = encode_table(tok, [p for p, h in zip(prompts, held) if not h],
+                                        [r for r, h in zip(responses, held) if not h], max_len)
+    heldout, skipped_held = encode_table(tok, [p for p, h in zip(prompts, held) if h],
+                                         [r for r, h in zip(responses, held) if h], max_len)
+    return train, heldout, skipped_train + skipped_held
+
+
 def supervised_count(samples: list[Sample]) -> int:
     """Tokens with a loss: positions whose *next* token has a label."""
     return sum(sum(1 for y in labels[1:] if y != IGNORE) for _, labels in samples)
