@@ -8,10 +8,14 @@ from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-# Stage logs use plain logging under "compass"; this sends them to the run's Prefect logs too.
+# Stage logs use plain logging under "compass"; this sends them to the run's Prefect logs too
+# (from INFO: the DEBUG records compass.logs keeps for the run's log file stay out of the API).
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "compass")
+os.environ.setdefault("PREFECT_LOGGING_HANDLERS_API_LEVEL", "INFO")
 
 import logging  # noqa: E402
 
-# Prefect leaves the root logger at WARNING in flow-run processes; stage progress is INFO.
-logging.getLogger("compass").setLevel(os.environ.get("COMPASS_LOG_LEVEL", "INFO"))
+# Prefect leaves the root logger at WARNING in flow-run processes; stage progress is INFO. Under
+# `compass run` / `compass stage`, compass.logs has set the levels already (console and log file).
+if logging.getLogger("compass").level == logging.NOTSET:
+    logging.getLogger("compass").setLevel(os.environ.get("COMPASS_LOG_LEVEL", "INFO"))

@@ -5,9 +5,9 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from flows.stage_task import stage_task
-from stages.common.config import load_yaml, validate
-from stages.dag.config import PipelineConfig
-from stages.dag.run_plan import make_run_plan, summary_markdown
+from compass.config import load_yaml, validate
+from compass.dag.config import PipelineConfig
+from compass.dag.run_plan import make_run_plan, summary_markdown
 
 
 @flow(name="pipeline", log_prints=True)

@@ -8,7 +8,7 @@ from prefect import serve
 
 from flows.pipeline import pipeline_flow
 from flows.stage_flows import STAGE_FLOWS
-from stages.dag.pipeline import PIPELINE
+from compass.dag.pipeline import PIPELINE
 
 
 def deployments(config_path: str, store: str | None = None, nightly_cron: str | None = None) -> list:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.stage_task import stage_task
-from stages.common.config import load_yaml
-from stages.dag.config import PipelineConfig
-from stages.dag.pipeline import PIPELINE
-from stages.dag.run_plan import node_call
-from stages.registry import STAGES
+from compass.config import load_yaml
+from compass.dag.config import PipelineConfig
+from compass.dag.pipeline import PIPELINE
+from compass.dag.run_plan import node_call
+from compass.dag.stages import STAGES
 
 
 def _make_stage_flow(stage: str, default_run: str):

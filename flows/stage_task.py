@@ -5,10 +5,10 @@ from __future__ import annotations
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from stages.common.invoke import invoke_stage
-from stages.common.runner import is_infra_error
-from stages.common.stage_summary import markdown_key, stage_summary
-from stages.common.store import ArtifactStore
+from compass.runtime.invoke import invoke_stage
+from compass.runtime.runner import is_infra_error
+from compass.runtime.stage_summary import markdown_key, stage_summary
+from compass.store.store import ArtifactStore
 
 
 def _retry_on_infra_error(task, task_run, state) -> bool:

@@ -62,14 +62,14 @@ def s3_store_root(s3_server: S3Server) -> S3StoreRoot:
 
 @pytest.fixture
 def local_store(tmp_path: Path):
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     return ArtifactStore(str(tmp_path / "store"), cache_dir=tmp_path / "cache")
 
 
 @pytest.fixture(params=["local", "s3"])
 def any_store(request, tmp_path: Path):
     """An empty ArtifactStore, once on the local disk and once on S3 (its own prefix per test)."""
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     if request.param == "local":
         return ArtifactStore(str(tmp_path / "store"), cache_dir=tmp_path / "cache")
     s3: S3StoreRoot = request.getfixturevalue("s3_store_root")

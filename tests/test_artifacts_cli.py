@@ -1,4 +1,4 @@
-"""``compass artifacts ls|show|lineage|verify|gc`` (compass/artifacts_cli.py)."""
+"""``compass artifacts ls|show|lineage|verify|gc`` (compass/cli/artifacts.py)."""
 from __future__ import annotations
 
 import argparse
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from compass.artifacts_cli import add_artifacts_parser, human_size, main, parse_store_options, CLIError
-from stages.common.store import ArtifactStore
+from compass.cli.artifacts import add_artifacts_parser, human_size, main, parse_store_options, CLIError
+from compass.store.store import ArtifactStore
 from test_store import put_bytes, write_checkpoint, write_prompts
 
 REPO = Path(__file__).resolve().parents[1]
@@ -224,7 +224,7 @@ def test_subprocess_on_s3(s3_store_root, tmp_path: Path):
     opts = [f"--store-option={k}={v}" for k, v in s3_store_root.storage_options.items()]
 
     def cli(*argv, check=True):
-        proc = subprocess.run([sys.executable, "-m", "compass.artifacts_cli", *argv, "--store", store.root, *opts],
+        proc = subprocess.run([sys.executable, "-m", "compass.cli.artifacts", *argv, "--store", store.root, *opts],
                               cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         assert not check or proc.returncode == 0, proc.stderr
         return proc

@@ -32,7 +32,7 @@ def test_learning_efficiency_tokens_to_target():
 
 def test_learning_efficiency_quick_run(tmp_path: Path):
     env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli", "bench", "learning-efficiency", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", "learning-efficiency", "--quick",
                            "--threads", "1", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

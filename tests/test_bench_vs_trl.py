@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_vs_trl_quick_runs_both_sides_on_matched_settings():
     env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli", "bench", "vs-trl", "--quick"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", "vs-trl", "--quick"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.common.config import ConfigError, StrictModel, load_yaml, suggest_key, validate
-from stages.dag.config import PipelineConfig
+from compass.config import ConfigError, StrictModel, load_yaml, suggest_key, validate
+from compass.dag.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from stages.dag.config import PipelineConfig
-from stages.dag.pipeline import PIPELINE, plan, producers
-from stages.registry import stage_spec
+from compass.dag.config import PipelineConfig
+from compass.dag.pipeline import PIPELINE, plan, producers
+from compass.dag.stages import stage_spec
 
 ALL = [n.run_name for n in PIPELINE]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from prefect import Flow
 
-from stages.dag.pipeline import PIPELINE
+from compass.dag.pipeline import PIPELINE
 
 REPO = Path(__file__).resolve().parents[1]
 

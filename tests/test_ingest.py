@@ -8,10 +8,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from stages.common.store import ArtifactStore
-from stages.ingest.config import ImportConfig
-from stages.ingest.importer import import_table
-from stages.ingest.mapping import RowMapper
+from compass.store.store import ArtifactStore
+from compass.ingest.config import ImportConfig
+from compass.ingest.importer import import_table
+from compass.ingest.mapping import RowMapper
 
 MATH = {"type": "math_exact"}
 
@@ -237,7 +237,7 @@ def test_json_document_of_records(local_store, tmp_path):
     base = {"source": str(path), "kind": "prompts", "id_template": "j-{index}",
             "columns": {"prompt": "q", "reference": "a"},
             "defaults": {"domain": "math", "task": "j", "language": "en", "verifier": MATH}}
-    from stages.ingest.source import SourceError
+    from compass.ingest.source import SourceError
     with pytest.raises(SourceError, match="set records to the path of the list"):
         import_table(ImportConfig.model_validate(base), local_store, "j")
     res = import_table(ImportConfig.model_validate({**base, "records": "data.rows"}), local_store, "j")
@@ -254,7 +254,7 @@ def test_datasets_save_to_disk_and_loader(local_store, tmp_path, monkeypatch):
     base = {"source": str(tmp_path / "ds"), "kind": "prompts", "id_template": "ds-{index}",
             "columns": {"prompt": "question", "reference": {"from": "answer", "regex": r"####\s*(.+)$"}},
             "defaults": {"domain": "math", "task": "ds", "language": "en", "verifier": MATH}}
-    from stages.ingest.source import SourceError
+    from compass.ingest.source import SourceError
     with pytest.raises(SourceError, match=r"several splits; set split to one of \['test', 'train'\]"):
         import_table(ImportConfig.model_validate(base), local_store, "ds")
     res = import_table(ImportConfig.model_validate({**base, "split": "train"}), local_store, "ds")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from compass.cli import main
-from stages.common.store import ArtifactStore
+from compass.cli.main import main
+from compass.store.store import ArtifactStore
 
 CONFIG = {
     "source": "data/set.jsonl",   # relative to the config file
@@ -50,7 +50,7 @@ def test_import_prints_uris_counts_and_the_pipeline_hint(tmp_path, capsys, monke
     assert res["reasons"] == {"malformed_json": 1, "no_match": 1} and res["use"]["raw_prompts"] == uri
 
     # the pipeline accepts the artifact where the hint says
-    from stages.dag.run_plan import resolve_provided
+    from compass.dag.run_plan import resolve_provided
     assert resolve_provided([f"raw_prompts={uri}"], ArtifactStore(store)) == {"raw_prompts": uri}
 
 

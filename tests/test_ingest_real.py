@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.ingest.config import load_import_config
-from stages.ingest.importer import import_table
+from compass.ingest.config import load_import_config
+from compass.ingest.importer import import_table
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "configs" / "import"
@@ -58,13 +58,13 @@ def test_real_set_imports(stem, shared_data, local_store):
 def _gsm8k(rows):
     assert rows[0]["id"] == "gsm8k-00000" and rows[0]["prompt"].startswith("Janet")
     assert rows[0]["reference"] == "18" and all("####" not in r["reference"] for r in rows)
-    from stages.gym.provisional import score
+    from compass.gym.score import score
     assert all(score(r["verifier"], r["reference"], r["reference"]) == 1.0 for r in rows)  # all judgeable
 
 
 def _math500(rows):
     assert rows[0]["id"] == "test/precalculus/807.json" and {r["difficulty"] for r in rows} == {1, 2, 3, 4, 5}
-    from stages.gym.provisional import score
+    from compass.gym.score import score
     assert all(score(r["verifier"], f"\\boxed{{{r['reference']}}}", r["reference"]) == 1.0 for r in rows)
 
 
@@ -72,7 +72,7 @@ def _mbpp(rows):
     spec = json.loads(rows[0]["verifier"])
     assert spec == {"type": "code", "tests": spec["tests"]} and len(spec["tests"]) == 3
     assert spec["tests"][0] in rows[0]["prompt"] and rows[0]["domain"] == "code" and rows[0]["id"] == "mbpp-0001"
-    from stages.gym.provisional import score
+    from compass.gym.score import score
     try:
         solved = [score(r["verifier"], f"```python\n{r['reference']}\n```", "") for r in rows[:3]]
     except ValueError as e:  # the gym's code verifier is not registered in this checkout

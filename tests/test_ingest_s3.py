@@ -5,9 +5,9 @@ import json
 
 import fsspec
 
-from stages.common.store import ArtifactStore
-from stages.ingest.config import ImportConfig
-from stages.ingest.importer import import_table
+from compass.store.store import ArtifactStore
+from compass.ingest.config import ImportConfig
+from compass.ingest.importer import import_table
 
 
 def test_s3_source_into_s3_store(s3_store_root, tmp_path):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from stages.common.named_registry import Registry
+from compass.registry import Registry
 
 
 def test_register_lookup_and_errors():
@@ -20,7 +20,7 @@ def test_register_lookup_and_errors():
 
 def test_loaded_imports_the_registering_modules_once(monkeypatch):
     import importlib
-    from stages.common.named_registry import Registry
+    from compass.registry import Registry
     calls = []
     monkeypatch.setattr(importlib, "import_module", lambda name: calls.append(name))
     reg = Registry("thing", modules=("pkg.a", "pkg.b"))

@@ -10,11 +10,11 @@ import pytest
 from pydantic import Field
 
 from artifacts_schema import SchemaError
-from stages.common import runner
-from stages.common.config import ConfigError, StrictModel
-from stages.common.runner import (InfraError, StageInputError, StageSpec, execute, is_infra_error,
+from compass.runtime import runner
+from compass.config import ConfigError, StrictModel
+from compass.runtime.runner import (InfraError, StageInputError, StageSpec, execute, is_infra_error,
                                   plan_version)
-from stages.common.store import ArtifactCorrupt, ArtifactError, ArtifactNotFound, ArtifactStore
+from compass.store.store import ArtifactCorrupt, ArtifactError, ArtifactNotFound, ArtifactStore
 from test_store import prompts_table, version_entries
 
 
@@ -100,15 +100,15 @@ def test_changed_config_code_or_input_gives_a_new_version(any_store: ArtifactSto
 
 
 def test_version_is_deterministic_and_uses_real_code_version(local_store: ArtifactStore):
-    # A spec named after a real package under stages/: the real code_version applies.
-    spec = StageSpec(name="common", config=FakeConfig, inputs={}, outputs={"table": "prompts"},
+    # A spec named after a real stage package: the real code_version (its import closure) applies.
+    spec = StageSpec(name="evaluation", config=FakeConfig, inputs={}, outputs={"table": "prompts"},
                      body=lambda c, i, o: o["table"].write_table(prompts_table(c.n)))
     names = {"table": "table"}
     assert plan_version(spec, FakeConfig(), {}, names) == plan_version(spec, FakeConfig(n=3, tag="a"), {}, names)
     assert plan_version(spec, FakeConfig(), {}, names) != plan_version(spec, FakeConfig(tag="b"), {}, names)
     res = execute(spec, FakeConfig(), {}, local_store)
     assert res.version == plan_version(spec, FakeConfig(), {}, names)
-    assert local_store.open(res.outputs["table"]).manifest.code_version == runner.code_version("common")
+    assert local_store.open(res.outputs["table"]).manifest.code_version == runner.code_version("stages.evaluation")
 
 
 def test_body_failure_commits_nothing_and_gc_cleans(any_store: ArtifactStore, code):
@@ -243,9 +243,9 @@ def test_aiohttp_errors_are_classified():
 
 
 def test_saved_state_survives_a_failure_and_is_removed_after_the_commit(tmp_path, monkeypatch, code):
-    """A stage's resumable state (stages.common.stage_state) is kept when the run fails and removed only
+    """A stage's resumable state (compass.runtime.stage_state) is kept when the run fails and removed only
     once its outputs are committed: a kill anywhere before the commit keeps the progress."""
-    from stages.common.stage_state import load_state, save_state, state_dir_for
+    from compass.runtime.stage_state import load_state, save_state, state_dir_for
     monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
     store = ArtifactStore(str(tmp_path / "a"))
     runs = []

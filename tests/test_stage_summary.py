@@ -8,9 +8,9 @@ from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
 import flows.stage_task as stage_task_mod
-from stages.common.runner import StageResult
-from stages.common.stage_summary import markdown_key, stage_summary
-from stages.common.store import ArtifactStore
+from compass.runtime.runner import StageResult
+from compass.runtime.stage_summary import markdown_key, stage_summary
+from compass.store.store import ArtifactStore
 from tests.stages.helpers import commit_artifact, commit_table
 
 

@@ -6,7 +6,7 @@ from prefect import flow
 from prefect.testing.utilities import prefect_test_harness
 
 import flows.stage_task as stage_task_mod
-from stages.common.runner import StageResult
+from compass.runtime.runner import StageResult
 
 
 @pytest.fixture(scope="module")

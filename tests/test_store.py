@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from artifacts_schema import MANIFEST_FILE, Manifest, SchemaError
-from stages.common.fingerprint import sha256_file
-from stages.common.store import (TABLE_FILE, Artifact, ArtifactCorrupt, ArtifactError, ArtifactNotFound,
+from compass.store.fingerprint import sha256_file
+from compass.store.store import (TABLE_FILE, Artifact, ArtifactCorrupt, ArtifactError, ArtifactNotFound,
                                  ArtifactStore)
 
 META = dict(producer="test_run", stage="test", config_fingerprint="cfg", code_version="code")

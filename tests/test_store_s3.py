@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from artifacts_schema import MANIFEST_FILE
-from stages.common.runner import is_infra_error
-from stages.common.store import Artifact, ArtifactStore
+from compass.runtime.runner import is_infra_error
+from compass.store.store import Artifact, ArtifactStore
 from test_store import META, prompts_table, version_entries, write_checkpoint, write_prompts
 
 
@@ -154,7 +154,7 @@ def test_unreachable_endpoint_is_retried():
 
 
 def test_cache_does_not_hide_a_corrupted_remote_file(s3_store: ArtifactStore):
-    from stages.common.store import ArtifactCorrupt
+    from compass.store.store import ArtifactCorrupt
     ckpt = write_checkpoint(s3_store, "ckpt", "c1")
     cached = ckpt.local_dir()                      # downloaded and verified once
     entry = ckpt.manifest.files[0]

@@ -135,7 +135,7 @@ def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 6
 def _child_stage(store_dir: str, uris: dict) -> dict:
     import logging
 
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.data_filter import stage as data_filter
     from stages.data_filter.config import DataFilterConfig
     stats = {}
@@ -168,8 +168,8 @@ def _subset_texts(path: str, n: int) -> list[str]:
 
 def _child_ours(path: str, n: int) -> dict:
     from stages.data_filter.config import DataFilterConfig
-    from stages.data_filter.dedup import NearDupIndex, shingles, signatures
-    from stages.data_filter.text import normalize, tokens_of
+    from compass.dedup.near_dup import NearDupIndex, shingles, signatures
+    from compass.dedup.text import normalize, tokens_of
     cfg = DataFilterConfig()
     texts = _subset_texts(path, n)
     base = _current_rss_gib()
@@ -224,8 +224,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed after)")
     args = ap.parse_args(argv)
-    from stages.common.store import ArtifactStore
-    from stages.common.store_layout import TABLE_FILE
+    from compass.store.store import ArtifactStore
+    from compass.store.layout import TABLE_FILE
     with tempfile.TemporaryDirectory(prefix="compass-bench-df-", dir=args.dir) as tmp:
         store = ArtifactStore(f"{tmp}/store")
         t0 = time.perf_counter()

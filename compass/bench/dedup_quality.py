@@ -411,7 +411,7 @@ def commit(store, kind: str, name: str, table: pa.Table):
 def run_filter(corpus: dict, cfg, store_dir: str) -> tuple[list[str | None], float]:
     """Each row's quarantine reason (None = kept) from the real data_filter stage, and its wall time."""
     from artifacts_schema.tables import TABLE_SCHEMAS
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.data_filter import stage as data_filter
 
     store = ArtifactStore(store_dir)
@@ -455,8 +455,8 @@ def bloom_baseline(corpus: dict, cfg) -> dict:
 
     from datasketch import MinHash, MinHashLSHBloom
 
-    from stages.data_filter.dedup import shingles, signatures
-    from stages.data_filter.text import key_of, normalize, tokens_of
+    from compass.dedup.near_dup import shingles, signatures
+    from compass.dedup.text import key_of, normalize, tokens_of
     reasons: list[str | None] = []
     seen: set[int] = set()
     with warnings.catch_warnings():

@@ -44,7 +44,7 @@ def _world(args):
 
 
 def _base(args, wcfg, world, out: Path, log):
-    from stages.common.model_factory import build_model, build_tokenizer, load_checkpoint, save_checkpoint
+    from compass.lm.model_factory import build_model, build_tokenizer, load_checkpoint, save_checkpoint
     tok = build_tokenizer(world.texts(), wcfg.tokenizer)
     model = build_model(wcfg.model, tok, wcfg.seed)
     if args.base == "random":
@@ -53,7 +53,7 @@ def _base(args, wcfg, world, out: Path, log):
     key = hashlib.sha256(json.dumps([wcfg.model_dump(mode="json"), args.sft_steps, "packed-cosine"]).encode()).hexdigest()[:12]
     cache = Path(args.cache) / f"genrm-sft-{key}"
     if not (cache / "config.json").exists():
-        from stages.sft.train import encode_table, train_sft
+        from compass.lm.sft.train import encode_table, train_sft
         t = world.raw_sft
         enc, _ = encode_table(tok, t.column("prompt").to_pylist(), t.column("response").to_pylist(), 256)
         t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def _base(args, wcfg, world, out: Path, log):
 
 def _genrm_config(args):
     from stages.genrm.config import BradleyTerryConfig, GenRMConfig
-    from stages.rl.config import RLConfig
+    from compass.rl.config import RLConfig
     return GenRMConfig(seed=args.seed, holdout_fraction=args.holdout, steps=args.warm_steps, batch_size=16,
                        lr=args.warm_lr, warmup_steps=10, min_lr_ratio=0.1, reference_pairs=not args.no_reference_pairs,
                        packing=True, eval_pairs=0, max_new_tokens=args.max_new_tokens, log_every=50,
@@ -93,7 +93,7 @@ def _pandalm_rows(path: Path) -> list[dict]:
 
 def _pandalm(ckpt: Path, args) -> dict:
     """Both judges on the PandaLM pairs that fit the judge's context."""
-    from stages.common.model_factory import load_checkpoint
+    from compass.lm.model_factory import load_checkpoint
     from stages.genrm import evaluate as ev
     from stages.genrm.bradley_terry import ScalarRM
     from stages.genrm.stage import BT_FILE
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     import os
     os.environ.setdefault("COMPASS_PROGRESS", "0")
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.genrm import stage as genrm
     tmp = tempfile.TemporaryDirectory(prefix="bench-genrm-")
     root = Path(args.out or tmp.name)

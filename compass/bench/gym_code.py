@@ -3,7 +3,7 @@
 The naive runner is the obvious implementation: for each program, write it to a file
 with its tests appended (each wrapped in try/except printing a marked per-test verdict)
 and ``subprocess.run([sys.executable, file])`` it, one program after the other, under
-the same timeout. The sandbox (``stages.gym.sandbox``) runs the same programs in its
+the same timeout. The sandbox (``compass.gym.sandbox``) runs the same programs in its
 pool (default: one worker per core). Programs, from MBPP (``<repo>/../shared/data/mbpp``):
 
 - ``canonical``: each task's reference solution (``test_setup_code`` + ``code``);
@@ -132,7 +132,7 @@ def run_naive(programs: list[Program], timeout_s: float) -> tuple[list[list[bool
 
 
 def run_sandbox(pool, programs: list[Program], timeout_s: float) -> tuple[list, float]:
-    from stages.gym.sandbox import Job
+    from compass.gym.sandbox.pool import Job
     t0 = time.perf_counter()
     results = pool.map([Job(p.source, p.tests, timeout_s) for p in programs])
     return results, time.perf_counter() - t0
@@ -238,7 +238,7 @@ def task_processes(pool) -> list[int]:
         try:
             if p.info["uids"] and p.info["uids"].real in uids:
                 found.add(p.pid)
-            elif any("sandbox_worker.py" in a for a in p.info["cmdline"] or ()):
+            elif any("sandbox/worker.py" in a for a in p.info["cmdline"] or ()):
                 with open(f"/proc/{p.pid}/environ", "rb") as f:
                     if any(t in f.read() for t in tokens):
                         found.add(p.pid)
@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
     if not (args.data / "mbpp.jsonl").is_file():
         print(f"error: MBPP not found: {args.data / 'mbpp.jsonl'} (pass --data DIR)", file=sys.stderr)
         return 2
-    from stages.gym.sandbox import SandboxPool
+    from compass.gym.sandbox.pool import SandboxPool
     rows = load_mbpp(args.data)[: args.limit]
     programs = mbpp_programs(rows)
     with SandboxPool(args.concurrency) as pool:

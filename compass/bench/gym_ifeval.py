@@ -90,7 +90,7 @@ def load(data: Path, limit: int | None = None) -> dict:
 
 # -- ours --------------------------------------------------------------------------------
 def run_ours(rows: list[dict], mode: str, skip: tuple[str, ...] = ()) -> list[list[bool]]:
-    from stages.gym.ifeval_rules import evaluate
+    from compass.gym.instructions.ifeval import evaluate
     out = []
     for r in rows:
         keep = [i for i, iid in enumerate(r["ids"]) if iid not in skip]
@@ -100,7 +100,7 @@ def run_ours(rows: list[dict], mode: str, skip: tuple[str, ...] = ()) -> list[li
 
 def unit_cases(cases: list[dict]) -> tuple[int, int, int, list[dict]]:
     """(passed, applicable, skipped, failures) of the reference checkers' labelled unit cases."""
-    from stages.gym.ifeval_rules import RULES
+    from compass.gym.instructions.ifeval import RULES
     passed, failures, skipped = 0, [], 0
     for c in cases:
         iid = CHECKER_IDS.get(c["checker_class"])
@@ -210,7 +210,7 @@ def main(argv: list[str]) -> int:
               f"pass --data DIR with IFEval's files", file=sys.stderr)
         return 2
     logging.getLogger("lm_eval").setLevel(logging.CRITICAL)   # it logs every undetectable language
-    from stages.gym.ifeval_text import _detect_cached, detect_language
+    from compass.gym.instructions.text import _detect_cached, detect_language
 
     data = load(args.data, args.limit)
     rows = data["rows"]

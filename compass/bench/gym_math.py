@@ -17,7 +17,7 @@ they are, except the two bare answers of a hendrycks case, which are both wrappe
 ``math500-delim`` row is the math500 pairs whose response has ``$..$`` or ``\\boxed``. Speed is
 pairs per second on the same pairs in the same run, both verifiers cold: before every
 pair, math-verify's parse caches (``parser.parse_latex_cached``, ``parser.parse_expr_cached``,
-``parser.extract_latex``, all ``functools.lru_cache``) and ours (``math_parse.parse_answer``)
+``parser.extract_latex``, all ``functools.lru_cache``) and ours (``compass.gym.math_answers.parse.parse_answer``)
 are cleared, so neither wins by memoising repeated gold answers. math-verify's compiled-regex
 caches (``lazy_*_regex``) are kept, as ours are compiled once at import.
 
@@ -170,8 +170,8 @@ SETS = {
 
 # -- the two verifiers ------------------------------------------------------------------------------
 def run_ours(pairs) -> tuple[list[bool], float]:
-    from stages.gym.math_equiv import math_equal
-    from stages.gym.math_parse import parse_answer
+    from compass.gym.math_answers.equal import math_equal
+    from compass.gym.math_answers.parse import parse_answer
     verdicts = []
     t0 = time.perf_counter()
     for response, gold, _ in pairs:
@@ -240,7 +240,7 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"error: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}", file=sys.stderr)
         return 2
-    from stages.gym import math_sympy
+    from compass.gym.math_answers import sympy_worker
 
     results = {}
     for name in names:
@@ -263,7 +263,7 @@ def main(argv: list[str]) -> int:
     for name, r in results.items():
         print(f"{name:<14} {r['n']:>6} {r['ours_agreement']:>11.4f} {r['mv_agreement']:>10.4f} "
               f"{r['ours_pairs_per_s']:>13.0f} {r['mv_pairs_per_s']:>12.0f} {r['speedup']:>7.1f}x")
-    print(f"symbolic (sympy) fallbacks: {math_sympy.calls['symbolic']}, timed out: {math_sympy.calls['timeouts']}")
+    print(f"symbolic (sympy) fallbacks: {sympy_worker.calls['symbolic']}, timed out: {sympy_worker.calls['timeouts']}")
     speedups = {k: results[k]["speedup"] for k in ("gsm8k", "math500") if k in results}
     out = {"bench": "gym-math",
            "speedup_vs_math_verify": round(min(speedups.values()), 2) if speedups else None,

@@ -51,7 +51,7 @@ def load_enem(data: Path) -> tuple[dict[str, list[str]], list[tuple[str, list[di
 
 
 def score_enem(options: dict, reports: list, limit: int | None = None) -> dict:
-    from stages.gym.mcq import predict
+    from compass.gym.mcq_choice.extract import predict
     out, disagreements, n_all, t_all = [], [], 0, 0.0
     for name, rows in reports:
         rows = rows[:limit] if limit else rows
@@ -121,7 +121,7 @@ def load_items(data: Path, limit: int | None) -> dict[str, list[tuple[list[str],
 
 
 def synth(rng: random.Random, lang: str, options: list[str], gold: int) -> str:
-    from stages.gym.mcq_keywords import STEM_LABELS, THAI_LABELS
+    from compass.gym.mcq_choice.keywords import STEM_LABELS, THAI_LABELS
     wrong = rng.choice([i for i in range(len(options)) if i != gold])
     tpl = rng.choice(TEMPLATES[lang])
     return tpl.format(L=LETTERS[gold], W=LETTERS[wrong], T=options[gold], WT=options[wrong],
@@ -129,7 +129,7 @@ def synth(rng: random.Random, lang: str, options: list[str], gold: int) -> str:
 
 
 def score_synthetic(items: dict, seed: int = 0) -> list[dict]:
-    from stages.gym.mcq import predict
+    from compass.gym.mcq_choice.extract import predict
     rng = random.Random(seed)
     template_lang = {"xcopa-id": "id", "xcopa-th": "th", "xcopa-vi": "vi", "xcopa-zh": "zh", "tmmlu-zh-TW": "zh",
                      "xcopa-id-as-en": "en", "xcopa-id-as-pt": "pt", "xcopa-id-as-ms": "ms"}

@@ -17,8 +17,8 @@ import os
 import random
 import time
 
-from stages.gym.provisional import parse_verifier, score
-from stages.gym.service import RewardService
+from compass.gym.score import parse_verifier, score
+from compass.gym.service import RewardService
 
 
 def world_samples(per_level: int, seed: int = 0) -> list[tuple[str, str, str, str]]:
@@ -82,11 +82,11 @@ def _overlap(svc: RewardService, samples, batches: int, gen_s: float) -> tuple[f
 
 
 BAD_INPUTS = [
-    ("10 MB answer", "tool", {"response": "x" * 10_000_000, "gold_calls": []}),
-    ("malformed gold JSON", "tool", {"response": "<think/>", "gold_calls": "{not json"}),
+    ("10 MB answer", "tool_call", {"response": "x" * 10_000_000, "gold_calls": []}),
+    ("malformed gold JSON", "tool_call", {"response": "<think/>", "gold_calls": "{not json"}),
     ("unknown verifier", "no-such-verifier", {"response": "x"}),
-    ("missing field", "json", {"response": "{}"}),
-    ("lone surrogate", "json", {"response": "\ud800", "schema": {"type": "object"}}),
+    ("missing field", "json_schema", {"response": "{}"}),
+    ("lone surrogate", "json_schema", {"response": "\ud800", "schema": {"type": "object"}}),
     ("hung program", "code", {"response": "import time\ntime.sleep(600)", "tests": ["assert True"],
                               "timeout_s": 300}),
 ]
@@ -98,7 +98,7 @@ def _bad_inputs(timeout_s: float) -> list[dict]:
         for label, verifier, row in BAD_INPUTS:
             t0 = time.perf_counter()
             res = svc.submit(verifier, row).result(timeout_s * 4 + 60)
-            after = svc.submit("tool", {"response": "<think>x</think>", "gold_calls": []}).result(60)
+            after = svc.submit("tool_call", {"response": "<think>x</think>", "gold_calls": []}).result(60)
             rows.append({"case": label, "kind": res.kind, "score": res.score, "error": (res.error or "")[:60],
                          "seconds": time.perf_counter() - t0, "service_alive": after.score == 4.0})
     return rows

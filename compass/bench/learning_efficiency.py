@@ -22,7 +22,7 @@ flagged). Plots of the curves go to ``--out``.
 
 The defaults are chosen in docs/benchmarks.md: 2,500 SFT steps on 10,000
 arithmetic rows give a start of ~0.4 held-out reward (the 25-75% window of
-ARCHITECTURE §5, with arithmetic levels 4-5 left to learn); 8 x 8 per step;
+docs/architecture.md §5, with arithmetic levels 4-5 left to learn); 8 x 8 per step;
 a 500-prompt RL pool that the 300k-token budget covers ~2.4 times, so that
 retiring solved prompts has prompts that come back; 8 held-out samples per
 prompt (standard error ~0.007 against gains of ~0.06).
@@ -52,7 +52,7 @@ SUITES = ("arithmetic", "ifeval")
 def _world(args):
     from stages.world.build import build_world
     from stages.world.config import WorldConfig
-    from stages.common.model_config import ModelConfig
+    from compass.lm.model_config import ModelConfig
     cfg = WorldConfig(seed=0, model=ModelConfig(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2,
                                                 head_dim=32, intermediate_size=256, num_experts=8,
                                                 experts_per_token=2, expert_size=128, max_positions=512),
@@ -64,8 +64,8 @@ def _world(args):
 
 def _sft_model(args, wcfg, world, log):
     """The SFT'd starting point, cached under ``--cache`` by its settings."""
-    from stages.common.model_factory import build_model, build_tokenizer, load_checkpoint, save_checkpoint
-    from stages.sft.train import encode_table, train_sft
+    from compass.lm.model_factory import build_model, build_tokenizer, load_checkpoint, save_checkpoint
+    from compass.lm.sft.train import encode_table, train_sft
     key = hashlib.sha256(json.dumps([wcfg.model_dump(mode="json"), args.sft_steps, args.sft_lr]).encode()).hexdigest()
     cache = Path(args.cache) / f"sft-{key[:12]}"
     if (cache / "config.json").exists():
@@ -91,8 +91,8 @@ def held_out(model, tok, prompts, *, samples: int, max_new_tokens: int, seed: in
     sampling on these fixed prompts: sqrt(sum_p s_p^2 / k) / P, with s_p^2 the
     variance of prompt p's k rewards) and ``by_suite`` (mean reward per task).
     """
-    from stages.common.lm import sample
-    from stages.gym.provisional import score
+    from compass.lm.chat import sample
+    from compass.gym.score import score
     per_prompt: list[tuple[str, list[float]]] = []
     for i in range(0, len(prompts), 32):
         chunk = prompts[i:i + 32]
@@ -121,8 +121,8 @@ def _var(xs: list[float]) -> float:
 
 
 def run_method(name, seed, base_state, tok, train_prompts, eval_prompts, args, milestones, log):
-    from stages.rl.config import RLConfig
-    from stages.rl.engine import train
+    from compass.rl.config import RLConfig
+    from compass.rl.engine import train
     model = base_state["factory"]()
     cfg = RLConfig(seed=seed, steps=10_000, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
                    mini_batches=args.mini_batches,
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
     log = logging.getLogger("compass.bench.learning_efficiency")
     from transformers import AutoModelForCausalLM
 
-    from stages.rl.data import prompts_from_table
+    from compass.rl.data import prompts_from_table
 
     t_all = time.perf_counter()
     wcfg, world = _world(args)

@@ -61,7 +61,7 @@ def _commit_table(store, kind: str, name: str, table, key: str):
 
 
 def _world(args, store):
-    from stages.common.model_config import ModelConfig
+    from compass.lm.model_config import ModelConfig
     from stages.world import stage as world
     from stages.world.config import WorldConfig
     n = {"arithmetic": args.n_arith}
@@ -275,7 +275,7 @@ def main(argv: list[str]) -> int:
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     log = logging.getLogger("compass.bench.merge")
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     t0 = time.perf_counter()
     store = ArtifactStore(args.cache)
     world = _world(args, store)

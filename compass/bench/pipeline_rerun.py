@@ -28,12 +28,12 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench pipeline-rerun")
     ap.add_argument("--config", default=None, help="pipeline YAML (default: configs/tiny.yaml)")
     args = ap.parse_args(argv)
-    from compass.cli import default_config
+    from compass.cli.main import default_config
     config = os.path.abspath(args.config or default_config())
     with tempfile.TemporaryDirectory(prefix="compass-bench-") as tmp:
         env = {**os.environ, "PREFECT_HOME": f"{tmp}/prefect", "COMPASS_CACHE": f"{tmp}/cache",
                "COMPASS_PROGRESS": "0"}
-        cmd = [sys.executable, "-m", "compass.cli", "run", "--config", config, "--store", f"{tmp}/store", "--json"]
+        cmd = [sys.executable, "-m", "compass.cli.main", "run", "--config", config, "--store", f"{tmp}/store", "--json"]
         first_wall, first = _run(cmd, env)
         second_wall, second = _run(cmd, env)
     print(f"{'stage run':<14} {'first: status':<14} {'wall s':>8}   {'rerun: status':<14} {'wall s':>8}")

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# The world's tiny model (configs/tiny.yaml, ARCHITECTURE §5).
+# The world's tiny model (configs/tiny.yaml, docs/architecture.md §5).
 TINY = dict(arch="qwen3_moe", hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32,
             intermediate_size=256, num_experts=8, experts_per_token=2, expert_size=128, max_positions=512)
 
@@ -48,9 +48,9 @@ def build_policy(sft_steps: int, seed: int, log) -> tuple[object, object, dict]:
     """A tiny Qwen3-MoE trained by SFT on arithmetic traces for ``sft_steps`` (batch 16, lr 1e-3)."""
     import logging
 
-    from stages.common.model_config import ModelConfig, TokenizerConfig
-    from stages.common.model_factory import build_model, build_tokenizer
-    from stages.sft.train import encode_table, train_sft
+    from compass.lm.model_config import ModelConfig, TokenizerConfig
+    from compass.lm.model_factory import build_model, build_tokenizer
+    from compass.lm.sft.train import encode_table, train_sft
     items = _arithmetic_items(2000, seed)
     texts = [t for it in items for t in (it.prompt, it.response)]
     tok = build_tokenizer(texts, TokenizerConfig(vocab_size=512))
@@ -72,7 +72,7 @@ def build_policy(sft_steps: int, seed: int, log) -> tuple[object, object, dict]:
 
 def load_policy(path: str) -> tuple[object, object, dict]:
     """An HF checkpoint folder, or a store artifact version folder holding one (``data-*/config.json``)."""
-    from stages.common.model_factory import load_checkpoint
+    from compass.lm.model_factory import load_checkpoint
     p = Path(path)
     if not (p / "config.json").exists():
         hits = sorted(p.glob("*/config.json")) or sorted(p.glob("*/*/config.json"))
@@ -94,8 +94,8 @@ def hf_rollout(policy, tok, prompts: list[str], n: int, max_new_tokens: int, see
     eos included), ``logprobs`` (from generate's scores, temperature 1), ``routes``
     (``[len(prompt_ids) + len(ids), layers, top_k]`` int16, ``-1`` = not recorded).
     """
-    from stages.common.lm import chat_prefix
-    from stages.rl.router_replay import completion_routes, record_routes
+    from compass.lm.chat import chat_prefix
+    from compass.rl.router_replay import completion_routes, record_routes
     roll = copy.deepcopy(policy).to(dtype).eval()
     enc = tok([chat_prefix(tok, p) for p in prompts], return_tensors="pt", padding=True, add_special_tokens=False)
     width = enc["input_ids"].shape[1]
@@ -125,19 +125,19 @@ def vllm_rollout(policy, tok, prompts: list[str], n: int, max_new_tokens: int, s
     try:
         import importlib
 
-        from stages.rl.rollout import ROLLOUT_BACKENDS, SamplingParams
+        from compass.rl.rollout import ROLLOUT_BACKENDS, SamplingParams
         if "vllm" not in ROLLOUT_BACKENDS:
-            importlib.import_module("stages.rl.rollout_vllm")
+            importlib.import_module("compass.rl.rollout_vllm")
         factory = ROLLOUT_BACKENDS["vllm"]
     except Exception as e:  # noqa: BLE001 - any failure means: no vLLM row
         return None, f"no vllm rollout backend ({type(e).__name__}: {e})"
     try:
         import inspect
 
-        from stages.common.lm import chat_prefix
+        from compass.lm.chat import chat_prefix
         params = inspect.signature(factory).parameters
         if "cfg" in params or len([p for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD]) >= 3:
-            from stages.rl.config import RLConfig          # factory(model, tok, cfg), as rollout.py describes
+            from compass.rl.config import RLConfig          # factory(model, tok, cfg), as rollout.py describes
             cfg = RLConfig(rollout_backend="vllm", rollout_dtype="bfloat16", router_replay=True, temperature=1.0,
                            max_new_tokens=max_new_tokens, seed=seed)
             backend = factory(policy, tok, cfg)
@@ -172,8 +172,9 @@ def _stats(x: np.ndarray) -> dict:
 
 def measure(policy, rows: list[dict], pad_id: int, chunk: int = 32) -> dict:
     """Trainer log-probs of the rollout completions with and without replay; gaps and routing agreement."""
-    from stages.rl.engine import build_batch, token_logprobs
-    from stages.rl.router_replay import (record_routes, replay_routes, route_mismatch_rate, routing_agreement,
+    from compass.lm.policy_forward import token_logprobs
+    from compass.rl.batch import build_batch
+    from compass.rl.router_replay import (record_routes, replay_routes, route_mismatch_rate, routing_agreement,
                                          stack_routes)
     gaps_free, gaps_rep, gap_clean, gap_flip_rep = [], [], [], []
     roll_routes, free_routes, masks, comp_masks = [], [], [], []

@@ -7,7 +7,7 @@ from the same weights and takes the same number of optimizer steps with AdamW, w
 to 0.1 × lr and gradient clipping:
 
 - ``ours torch packed``, ``ours torch padded`` and ``ours megatron packed`` / ``padded``:
-  ``stages.sft.train.train_sft`` with ``batch_size`` samples per step.
+  ``compass.lm.sft.train.train_sft`` with ``batch_size`` samples per step.
 - ``TRL padded``: TRL's ``SFTTrainer`` on the same encoded samples (``input_ids`` +
   ``completion_mask``, so the same loss: token mean over answer tokens), ``batch_size`` samples
   per step, right-padded batches; fp32, no load-balancing loss and no gradient checkpointing
@@ -39,11 +39,11 @@ PACK_LEN = 256
 
 def build_data(quick: bool, seed: int):
     """(model, tok, train samples, held-out samples, world config) from the default world."""
-    from compass.cli import default_config
-    from stages.common.config import read_yaml, validate
-    from stages.common.holdout import split_holdout
-    from stages.common.model_factory import build_model, build_tokenizer
-    from stages.sft.train import encode_split
+    from compass.cli.main import default_config
+    from compass.config import read_yaml, validate
+    from compass.lm.holdout import split_holdout
+    from compass.lm.model_factory import build_model, build_tokenizer
+    from compass.lm.sft.train import encode_split
     from stages.world.build import build_world
     from stages.world.config import WorldConfig
 
@@ -62,13 +62,13 @@ def build_data(quick: bool, seed: int):
 
 
 def heldout_loss(model, tok, heldout) -> float:
-    from stages.sft.train import TorchSFT, mean_loss
+    from compass.lm.sft.train import TorchSFT, mean_loss
     model.eval()
     return mean_loss(TorchSFT(model, tok.pad_token_id, packing=False, pack_len=None), heldout)
 
 
 def run_ours(model, tok, train, args, backend: str, packing: bool) -> dict:
-    from stages.sft.train import train_sft
+    from compass.lm.sft.train import train_sft
     log = logging.getLogger("compass.bench.sft")
     m = train_sft(model, tok, train, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                   warmup_steps=args.warmup_steps, weight_decay=0.0, grad_clip=1.0, seed=args.seed,

@@ -6,7 +6,7 @@ same prompts in the same order: step k of each side sees the same
 ``--prompts`` world prompts, samples ``--group`` completions of each with up to
 ``--max-tokens`` new tokens at temperature 1.0 (no top-k/top-p, the whole
 vocabulary, stopping on the same eos), scores them with the gym's
-``stages.gym.provisional.score`` (the prompt's verifier spec and reference; TRL
+``compass.gym.score.score`` (the prompt's verifier spec and reference; TRL
 gets it as a reward function that decodes the ids exactly as our sampler does)
 and takes one AdamW step (same lr, clip 0.2, grad-norm 1.0, no KL, token-mean
 loss, no reference model). Our side runs its defaults (``--rollout auto``: the
@@ -18,7 +18,7 @@ step, so load from other processes on the machine hits both sides alike. The
 first ``--warmup`` steps of each side are excluded. A TRL step is timed from the
 end of the previous step to the end of this one (data loading, generation,
 reward, update and TRL's bookkeeping); ours around the whole
-``stages.rl.engine.train`` call (its per-call setup included). Reported:
+``compass.rl.engine.train`` call (its per-call setup included). Reported:
 samples/s and generated tokens/s per side, the ratio, and where each side's
 step time goes.
 
@@ -68,10 +68,10 @@ TRL_MATCHED = [
 
 def build_setup(tasks: list[str], quick: bool, seed: int = 0):
     """(model, tokenizer, prompts): the world's tiny model and tokenizer, and its RL prompts of ``tasks``."""
-    from compass.cli import default_config
-    from stages.common.config import read_yaml, validate
-    from stages.common.model_factory import build_model, build_tokenizer
-    from stages.rl.data import prompts_from_table
+    from compass.cli.main import default_config
+    from compass.config import read_yaml, validate
+    from compass.lm.model_factory import build_model, build_tokenizer
+    from compass.rl.data import prompts_from_table
     from stages.world.build import build_world
     from stages.world.config import WorldConfig
 
@@ -91,7 +91,7 @@ def build_setup(tasks: list[str], quick: bool, seed: int = 0):
 
 
 def _no_reference_needed(verifier: str) -> bool:
-    from stages.gym.provisional import needs_reference
+    from compass.gym.score import needs_reference
     try:
         return not needs_reference(verifier)
     except ValueError:
@@ -100,13 +100,13 @@ def _no_reference_needed(verifier: str) -> bool:
 
 def schedule(prompts, steps: int, per_step: int, seed: int):
     """The prompts of each step, drawn once by our engine's own sampler; both sides get this list."""
-    from stages.rl.data import PromptSampler
+    from compass.rl.data import PromptSampler
     sampler = PromptSampler(prompts, seed)
     return [sampler.take(per_step) for _ in range(steps)]
 
 
 def decode_like_ours(tok, ids) -> str:
-    """What ``stages.common.lm.sample`` hands the scorer: eos and pad dropped, other special markup kept."""
+    """What ``compass.lm.chat.sample`` hands the scorer: eos and pad dropped, other special markup kept."""
     return tok.decode([t for t in ids if t not in (tok.eos_token_id, tok.pad_token_id)])
 
 
@@ -137,7 +137,7 @@ class TrlProbe:
 
 
 def make_reward_fn(tok, probe: TrlProbe):
-    from stages.gym.provisional import score
+    from compass.gym.score import score
 
     def gym_score(prompts, completions, completion_ids, verifier, reference, **_):
         t0 = time.perf_counter()
@@ -177,7 +177,7 @@ def make_trl_trainer(model, tok, steps_prompts, args, probe: TrlProbe, callbacks
 
 def read_back_trl(trainer, config, tok, args) -> tuple[dict, dict]:
     """What TRL will do, read from the built trainer, and whether each matches ours (all must be True)."""
-    from stages.common.lm import chat_prefix
+    from compass.lm.chat import chat_prefix
     p = "Write one sentence about tea."
     ours_ids = tok(chat_prefix(tok, p), add_special_tokens=False)["input_ids"]
     trl_ids, _, _ = trainer._tokenize_prompts([[{"role": "user", "content": p}]])
@@ -209,9 +209,9 @@ def run(args) -> dict:
     import torch
     from transformers import TrainerCallback
 
-    from stages.gym.provisional import score
-    from stages.rl.config import RLConfig
-    from stages.rl.engine import resolve_rollout_backend, train
+    from compass.gym.score import score
+    from compass.rl.config import RLConfig
+    from compass.rl.engine import resolve_rollout_backend, train
 
     torch.set_num_threads(args.threads)
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -370,7 +370,7 @@ def main(argv: list[str]) -> int:
     o, t = s["ours"], s["trl"]
     print("| side | samples/s | gen tokens/s | mean step s | median step s | samples | gen tokens | updates | "
           "mean reward |\n|---|---|---|---|---|---|---|---|---|")
-    for name, x in (("ours (stages.rl.engine.train)", o), ("TRL GRPOTrainer", t)):
+    for name, x in (("ours (compass.rl.engine.train)", o), ("TRL GRPOTrainer", t)):
         print(f"| {name} | {x['samples_per_s']:.2f} | {x['tokens_per_s']:.0f} | {x['step_s']:.2f} | "
               f"{x['step_s_median']:.2f} | {x['samples']} | {x['tokens']} | {x['updates']}/{args.steps} | "
               f"{x['reward_mean']:.3f} |")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import Field
 
-from stages.common.config import StrictModel
+from compass.config import StrictModel
 
 log = logging.getLogger("compass.data_filter")
 
@@ -81,7 +81,7 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
 
 
 def _grader(cfg: GradingConfig, base_dir: Path | None, sft: pa.Table):
-    from stages.common.model_factory import load_checkpoint
+    from compass.lm.model_factory import load_checkpoint
     if cfg.model:
         path = Path(cfg.model)
         if not path.is_dir():
@@ -93,7 +93,7 @@ def _grader(cfg: GradingConfig, base_dir: Path | None, sft: pa.Table):
     model, tok = load_checkpoint(base_dir)
     info = {"grader": "trained from base", "grader_trained_steps": 0}
     if cfg.train_steps and sft.num_rows:
-        from stages.sft.train import encode_table, train_sft
+        from compass.lm.sft.train import encode_table, train_sft
         encoded, skipped = encode_table(tok, sft.column("prompt").to_pylist(), sft.column("response").to_pylist(),
                                         cfg.max_len)
         if encoded:
@@ -110,9 +110,9 @@ def _grader(cfg: GradingConfig, base_dir: Path | None, sft: pa.Table):
 def grade(cfg: GradingConfig, prompts: pa.Table, sft: pa.Table, base_dir: Path | None) -> tuple[pa.Table, dict]:
     """``prompts`` with ``difficulty`` (1..5, null when ungraded), ``pass_rate`` and
     ``difficulty_knob`` (the difficulty the rows came with); plus a report."""
-    from stages.common.lm import sample
-    from stages.common.progress import progress
-    from stages.gym.provisional import score
+    from compass.lm.chat import sample
+    from compass.progress import progress
+    from compass.gym.score import score
 
     n = prompts.num_rows if cfg.max_prompts is None else min(cfg.max_prompts, prompts.num_rows)
     knob = prompts.column("difficulty").cast(pa.int32())

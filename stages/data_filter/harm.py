@@ -21,7 +21,7 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stages.common.named_registry import Registry
+from compass.registry import Registry
 from stages.data_filter.harm_lexicon import RULES, Rule
 
 HARM_FILTERS = Registry("harm filter")
@@ -91,7 +91,7 @@ LABELLED = Path(__file__).parent / "harm_eval" / "harm_eval.jsonl"
 
 def evaluate(name: str = "lexicon", path: Path = LABELLED) -> dict:
     """Precision and recall of a filter on the labelled set: overall, per split and per language."""
-    from stages.data_filter.text import normalize
+    from compass.dedup.text import normalize
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     hits = lookup(name)([normalize(r["text"]) for r in rows])
     groups: dict[str, list] = defaultdict(list)

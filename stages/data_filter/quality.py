@@ -18,7 +18,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stages.gym import provisional
+from compass.gym.score import THINK_CLOSE, THINK_OPEN, final_answer, is_judged, needs_reference, parse_verifier, score
 
 Rejection = tuple[str | None, str, str]   # field, reason, detail
 
@@ -91,10 +91,10 @@ def _true_rows(mask: pa.Array) -> list[int]:
 
 def think_reason(response: str) -> str | None:
     """Structural check of a reasoning response; None when well formed or not a reasoning response."""
-    opened, closed = response.rfind(provisional.THINK_OPEN), response.rfind(provisional.THINK_CLOSE)
+    opened, closed = response.rfind(THINK_OPEN), response.rfind(THINK_CLOSE)
     if opened >= 0 and opened > closed:
         return "unclosed_think"
-    if closed >= 0 and provisional.THINK_OPEN not in response:
+    if closed >= 0 and THINK_OPEN not in response:
         return "stray_think_close"
     return None
 
@@ -102,22 +102,22 @@ def think_reason(response: str) -> str | None:
 def parse_spec(verifier: str | None) -> tuple[dict | None, str | None]:
     """(spec, None), or (None, why it is not a verifier spec the gym knows)."""
     try:
-        return provisional.parse_verifier(verifier), None
+        return parse_verifier(verifier), None
     except ValueError as e:
         return None, str(e)
 
 
 def answer_reason(response: str, reference: str | None, spec: dict) -> Rejection | None:
     """``wrong_answer`` when the gym scores the response below 1 against what it needs."""
-    if provisional.is_judged(spec) or (provisional.needs_reference(spec) and not reference):
+    if is_judged(spec) or (needs_reference(spec) and not reference):
         return None   # a learned judge cannot score offline; a reference-based one needs the reference
     try:
-        reward = provisional.score(spec, response, reference or "")
+        reward = score(spec, response, reference or "")
     except ValueError as e:   # a spec or reference this verifier cannot read
         return "verifier", "bad_verifier", str(e)
     if reward >= 1.0:
         return None
-    return "response", "wrong_answer", (f"final answer {provisional.final_answer(response)[:200]!r}, "
+    return "response", "wrong_answer", (f"final answer {final_answer(response)[:200]!r}, "
                                         f"reference {(reference or '')[:200]!r}, score {reward:g}")
 
 
@@ -131,7 +131,7 @@ def sft_reason(prompt: str, response: str, reference: str | None, verifier: str 
     why = think_reason(response)
     if why:
         return "response", why, ""
-    if not provisional.final_answer(response):
+    if not final_answer(response):
         return "response", "empty_answer", ""
     if not verifier:
         return None
@@ -147,7 +147,7 @@ def prompt_reason(prompt: str, reference: str | None, verifier: str | None,
     if not prompt.strip():
         return "prompt", "empty_prompt", ""
     spec, err = parse_spec(verifier) if verifier else (None, "no verifier")
-    if require_reference and not (reference or "").strip() and (spec is None or provisional.needs_reference(spec)):
+    if require_reference and not (reference or "").strip() and (spec is None or needs_reference(spec)):
         return "reference", "missing_reference", ""
     if spec is None and (verifier or require_reference):
         return "verifier", "bad_verifier", err

@@ -26,11 +26,11 @@ import pyarrow as pa
 
 from stages.data_filter import quality
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.decontam import Decontaminator
-from stages.data_filter.dedup import ExactIndex, NearDupIndex, shingles, signatures
+from compass.dedup.decontam import Decontaminator
+from compass.dedup.near_dup import ExactIndex, NearDupIndex, shingles, signatures
 from stages.data_filter.harm import HarmFilter
 from stages.data_filter.quality import Rejection
-from stages.data_filter.text import key_of, normalize, tokens_of
+from compass.dedup.text import key_of, normalize, tokens_of
 
 TEXT_FIELDS = {"sft": ("prompt", "response"), "prompts": ("prompt",)}
 SHINGLES_PER_CHUNK = 1_000_000   # MinHash shingles held at once (about 60 MiB), however long the rows

@@ -20,17 +20,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from artifacts_schema.tables import TABLE_SCHEMAS
-from stages.common.store import Artifact, ArtifactWriter
-from stages.common.store_layout import TABLE_FILE
+from compass.store.store import Artifact, ArtifactWriter
+from compass.store.layout import TABLE_FILE
 from stages.data_filter import quality
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.decontam import Decontaminator
+from compass.dedup.decontam import Decontaminator
 from stages.data_filter.harm import lookup as harm_filter
 from stages.data_filter.screen import Screen
-from stages.data_filter.text import ngram_tokens
-from stages.gym.provisional import THINK_OPEN
+from compass.dedup.text import ngram_tokens
+from compass.gym.score import THINK_OPEN
 
-PROVISIONAL = True
 log = logging.getLogger("compass.data_filter")
 
 QUARANTINE_SCHEMA = pa.schema([pa.field("source", pa.string()), pa.field("row_index", pa.int64()),

@@ -1,6 +1,6 @@
 from pydantic import Field, model_validator
 
-from stages.rl.config import RLConfig
+from compass.rl.config import RLConfig
 
 
 class DomainRLConfig(RLConfig):

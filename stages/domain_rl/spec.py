@@ -2,16 +2,16 @@
 (stages/domain_rl/stage.py) is loaded only when the stage really runs."""
 from __future__ import annotations
 
-from stages.common.runner import StageSpec, execute
+from compass.runtime.runner import StageSpec, execute
 from stages.domain_rl.config import DomainRLConfig
 
 SPEC = StageSpec(name="domain_rl", config=DomainRLConfig,
                  inputs={"policy": "checkpoint", "prompts": "prompts", "carryover": "prompt_stats",
                          "genrm": "checkpoint"},
                  outputs={"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"},
-                 body="stages.domain_rl.stage:_body", libraries=("common", "gym", "rl"))
+                 body="stages.domain_rl.stage:_body")
 
 
 def run(config: DomainRLConfig, inputs: dict, store, **kw):
-    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    """Run the stage (or reuse its stored outputs); see compass.runtime.runner.execute."""
     return execute(SPEC, config, inputs, store, **kw)

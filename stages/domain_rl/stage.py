@@ -1,19 +1,20 @@
-"""Domain RL (phase 2): GRPO on the domain prompts plus the hard phase-1 carryover.
+"""Domain RL (phase 2): the RL engine on the domain prompts plus the phase-1 carryover.
 
-PROVISIONAL minimal version: reads the phase-1 policy, the graded
-``rl_prompts``, phase 1's ``prompt_stats`` (carryover) and the GenRM
-checkpoint. It trains on every non-reasoning prompt (see
-``stages.rl.data.is_reasoning_prompt``) plus the phase-1 prompts whose
-measured pass rate lies in the configured band (medium-to-high difficulty,
-``stages.domain_rl.carryover``), with the same single-process GRPO loop as
-phase 1, and writes the final checkpoint (with ``metrics.jsonl``), the
-per-prompt ``prompt_stats`` and every rollout; how many prompts were carried
-over is recorded in each manifest's ``extra`` (counts) and in the
-checkpoint's ``carryover.json`` (ids). The GenRM checkpoint is
-accepted and recorded (its URI goes into ``extra`` and ``compass.json``) but
-not used yet: the full version uses it to judge open-ended prompts (A/B/TIE
-against a reference), and adds tool-use/QA/extraction rewards and everything
-the full RL engine brings (RL-ZVP, ESPO, Router Replay, Ray/vLLM/Megatron).
+Reads the phase-1 policy (``ckpt_r1``), the graded ``rl_prompts``, phase 1's ``prompt_stats``
+and the GenRM checkpoint. Trains on every non-reasoning prompt (instruction following, tool use,
+QA, e-commerce: ``compass.rl.data.is_reasoning_prompt`` is false) plus the phase-1 prompts whose
+measured pass rate lies in the configured band and rests on enough samples (medium-to-high
+difficulty, ``stages/domain_rl/carryover.py``), with the same engine and options as reasoning RL
+(``compass.rl.stage_io.run_rl``). Rewards come from the gym verifier named in each prompt's
+``verifier`` column. Writes the final checkpoint (with ``metrics.jsonl`` and ``carryover.json``:
+the ids kept and missing, and the band), the per-prompt ``prompt_stats`` and every rollout; the
+carryover counts go in each manifest's ``extra``.
+
+The GenRM judge is not used yet. The ``genrm`` input is there so that the DAG runs domain_rl
+after genrm and the manifests record which judge was available (``extra``: ``genrm``, its URI,
+and ``genrm_used: false``); no reward of this stage asks it. Not done: GenRM-judged rewards for
+open-ended prompts (the gym's judge adapter, ``compass.gym.genrm_judge``, exists; this stage does
+not wire it in).
 """
 from __future__ import annotations
 
@@ -22,10 +23,9 @@ import logging
 
 from stages.domain_rl.carryover import select_carryover
 from stages.domain_rl.config import DomainRLConfig
-from stages.rl.data import is_reasoning_prompt, prompts_from_table
-from stages.rl.stage_io import run_rl
+from compass.rl.data import is_reasoning_prompt, prompts_from_table
+from compass.rl.stage_io import run_rl
 
-PROVISIONAL = True
 log = logging.getLogger("compass.domain_rl")
 
 

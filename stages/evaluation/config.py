@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from stages.common.config import StrictModel
+from compass.config import StrictModel
 
 
 class EvalConfig(StrictModel):

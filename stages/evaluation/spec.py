@@ -2,14 +2,14 @@
 (stages/evaluation/stage.py) is loaded only when the stage really runs."""
 from __future__ import annotations
 
-from stages.common.runner import StageSpec, execute
+from compass.runtime.runner import StageSpec, execute
 from stages.evaluation.config import EvalConfig
 
 SPEC = StageSpec(
     name="evaluation", config=EvalConfig, inputs={"model": "checkpoint", "suites": "prompts"},
-    outputs={"results": "eval_results", "report": "report"}, body="stages.evaluation.stage:_body", libraries=("common", "gym"))
+    outputs={"results": "eval_results", "report": "report"}, body="stages.evaluation.stage:_body")
 
 
 def run(config: EvalConfig, inputs: dict, store, **kw):
-    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    """Run the stage (or reuse its stored outputs); see compass.runtime.runner.execute."""
     return execute(SPEC, config, inputs, store, **kw)

@@ -14,7 +14,7 @@ import random
 import torch
 import torch.nn.functional as F
 
-from stages.common.lm import chat_prefix
+from compass.lm.chat import chat_prefix
 
 
 def bt_loss(r_w: torch.Tensor, r_l: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,7 @@
 from pydantic import Field
 
-from stages.common.config import StrictModel
-from stages.rl.config import RLConfig
+from compass.config import StrictModel
+from compass.rl.config import RLConfig
 
 
 def _grpo_default() -> RLConfig:
@@ -32,7 +32,7 @@ class GenRMConfig(StrictModel):
     reference_pairs: bool = Field(True, description="also train on one teacher-made pair per training pair: a "
                                                     "response against the bare reference answer (TIE when their "
                                                     "final answers agree; stages/genrm/warm_start.reference_pair)")
-    packing: bool = Field(True, description="pack the warm start's sequences (stages.sft.packing)")
+    packing: bool = Field(True, description="pack the warm start's sequences (compass.lm.sft.packing)")
     min_lr_ratio: float = Field(1.0, gt=0, le=1, description="warm start: cosine decay to lr x this (1: constant)")
     log_every: int = Field(20, ge=1)
     # GRPO (the RL engine; reward = 1[verdict == label])

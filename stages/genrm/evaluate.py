@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import math
 
-from stages.common.lm import chat_prefix, sample
+from compass.lm.chat import chat_prefix, sample
 from stages.genrm.bradley_terry import bt_verdict, encode_response, score
 from stages.genrm.flips import FlipCount, group_advantages
 from stages.genrm.pairs import pair_id
-from stages.genrm.verdict import SWAP, judge_prompt, parse_judgement
+from compass.gym.genrm_verdict import SWAP, judge_prompt, parse_judgement
 
 
 def generate(model, tok, prompts: list[str], *, max_new_tokens: int, batch_size: int = 32) -> list[str]:
@@ -101,8 +101,8 @@ def true_rewards(label: str) -> list[float]:
 
 def genrm_reference_rewards(model, tok, rows: list[dict], *, max_new_tokens: int) -> list[tuple[list[float], list]]:
     """The paper's RL rule: each response judged against the pair's ``reference`` (response = A, reference = B);
-    reward 1 for A or TIE (better or equal), else 0 (``stages.gym.genrm_judge.reward_for``)."""
-    from stages.gym.genrm_judge import reward_for
+    reward 1 for A or TIE (better or equal), else 0 (``compass.gym.genrm_judge.reward_for``)."""
+    from compass.gym.genrm_judge import reward_for
     asks = [judge_prompt(r["prompt"], resp, r["reference"]) for r in rows for resp in (r["response_a"], r["response_b"])]
     v = [parse_judgement(t).verdict for t in generate(model, tok, asks, max_new_tokens=max_new_tokens)]
     return [([reward_for(v[2 * i]), reward_for(v[2 * i + 1])], [v[2 * i], v[2 * i + 1]]) for i in range(len(rows))]

@@ -14,8 +14,8 @@ import os
 import signal
 
 from stages.genrm.pairs import pair_id, swapped
-from stages.genrm.verdict import judge_prompt, parse_judgement
-from stages.rl.data import RLPrompt
+from compass.gym.genrm_verdict import judge_prompt, parse_judgement
+from compass.rl.data import RLPrompt
 
 VERIFIER = json.dumps({"type": "genrm_verdict"})
 FAULT_ENV = "COMPASS_GENRM_KILL_AT_STEP"      # test hook: SIGKILL this process after that GRPO step
@@ -55,6 +55,6 @@ def _fault_hook():
 
 def run_grpo(model, tok, rows: list[dict], config, state_dir, out_dir, log):
     """GRPO steps on ``model`` in place (resuming from ``state_dir``); returns the engine's RLResult."""
-    from stages.rl.engine import train
+    from compass.rl.engine import train
     return train(model, tok, judge_prompts(rows), config.grpo, score_fn=verdict_reward(config.format_reward),
                  log=log, desc="genrm grpo", out_dir=out_dir, state_dir=state_dir, on_step=_fault_hook())

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from stages.genrm.verdict import SWAP, normalize_label
-from stages.common.holdout import is_held_out as _held_out
+from compass.gym.genrm_verdict import SWAP, normalize_label
+from compass.lm.holdout import is_held_out as _held_out
 
 TEXT_FIELDS = ("prompt", "response_a", "response_b")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from stages.genrm.verdict import judgement_text
+from compass.gym.genrm_verdict import judgement_text
 
 RUBRICS = {
     "math": "right answer wins, same answers tie",

@@ -10,7 +10,7 @@
 6. **Held-out evaluation** (``stages.genrm.evaluate``): both orders of every pair → accuracy, tie
    accuracy, swap consistency (``judgements`` output), and advantage flips (``stages.genrm.flips``).
 
-Steps 3-5 are resumable after SIGKILL (``stages.common.stage_state``); ``summary.md`` goes in the checkpoint.
+Steps 3-5 are resumable after SIGKILL (``compass.runtime.stage_state``); ``summary.md`` goes in the checkpoint.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import logging
 import pyarrow as pa
 import torch
 
-from stages.common.model_factory import load_checkpoint, save_checkpoint
-from stages.common.runner import StageInputError
-from stages.common.stage_state import load_state, save_state, state_dir_for
-from stages.common.store import Artifact, ArtifactWriter
+from compass.lm.model_factory import load_checkpoint, save_checkpoint
+from compass.runtime.runner import StageInputError
+from compass.runtime.stage_state import load_state, save_state, state_dir_for
+from compass.store.store import Artifact, ArtifactWriter
 from stages.genrm import evaluate as ev
 from stages.genrm.bradley_terry import ScalarRM, choose_tie_threshold, train_bt
 from stages.genrm.config import GenRMConfig
@@ -139,7 +139,7 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     log.info("genrm: held-out accuracy %s (tie %s) vs Bradley-Terry %s (tie %s); flips BT %s, GenRM %s",
              g["accuracy"], g["tie_accuracy"], head["bt_accuracy"], head["bt_tie_accuracy"], head["bt_flips"],
              head["genrm_flips"])
-    save_checkpoint(model, tok, ckpt.dir, meta={"stage": "genrm", "judge_format": "stages.genrm.verdict", **m})
+    save_checkpoint(model, tok, ckpt.dir, meta={"stage": "genrm", "judge_format": "compass.gym.genrm_verdict", **m})
     if rm is not None:      # the baseline beside the judge, for benchmarks: ScalarRM(base).load_state_dict
         torch.save({"head": rm.head.state_dict(), "lm": rm.lm.state_dict(), "tau": m["bt_tau"]},
                    ckpt.dir / BT_FILE)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
-from stages.common.lm import encode_sft_pair
-from stages.common.stage_state import load_state, save_state
+from compass.lm.chat import encode_sft_pair
+from compass.runtime.stage_state import load_state, save_state
 from stages.genrm.pairs import swapped
 from stages.genrm.rationale import final_answer, rationale
-from stages.genrm.verdict import judge_prompt
+from compass.gym.genrm_verdict import judge_prompt
 
 STATE = "warm_start.pt"
 
@@ -70,7 +70,7 @@ def warm_start(model, tok, rows: list[dict], config, state_dir, log: logging.Log
         return saved["metrics"]
     if config.steps == 0:
         return {"warm_start_steps": 0}
-    from stages.sft.train import train_sft
+    from compass.lm.sft.train import train_sft
     encoded = encode_pairs(tok, rows, config.max_len, config.swap_augment, config.reference_pairs)
     m = train_sft(model, tok, encoded, steps=config.steps, batch_size=config.batch_size, lr=config.lr,
                   warmup_steps=config.warmup_steps, weight_decay=0.0, grad_clip=config.grad_clip, seed=config.seed,

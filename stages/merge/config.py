@@ -3,7 +3,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from stages.common.config import StrictModel
+from compass.config import StrictModel
 
 Method = Literal["ties", "task_arithmetic", "dare_ties"]
 

@@ -7,15 +7,14 @@ data_filter's ``rl_prompts``). ``sweep`` (merge_sweep): one row per (candidate o
 dev domain), plus home and mean rows; empty when the config has no sweep."""
 from __future__ import annotations
 
-from stages.common.runner import StageSpec, execute
+from compass.runtime.runner import StageSpec, execute
 from stages.merge.config import MergeConfig
 
 SPEC = StageSpec(name="merge", config=MergeConfig,
                  inputs={"base": "checkpoint", "thinking": "checkpoint", "domain": "checkpoint", "dev": "prompts"},
-                 outputs={"checkpoint": "checkpoint", "sweep": "merge_sweep"}, body="stages.merge.stage:_body",
-                 libraries=("common", "evaluation", "gym"), optional_inputs=frozenset({"dev"}))
+                 outputs={"checkpoint": "checkpoint", "sweep": "merge_sweep"}, body="stages.merge.stage:_body", optional_inputs=frozenset({"dev"}))
 
 
 def run(config: MergeConfig, inputs: dict, store, **kw):
-    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    """Run the stage (or reuse its stored outputs); see compass.runtime.runner.execute."""
     return execute(SPEC, config, inputs, store, **kw)

@@ -39,10 +39,10 @@ import yaml
 import pyarrow as pa
 
 from artifacts_schema.tables import TABLE_SCHEMAS
-from stages.common.model_factory import save_checkpoint
-from stages.common.runner import StageInputError
-from stages.common.stage_state import load_state, save_state, state_dir_for
-from stages.common.store import Artifact, ArtifactWriter
+from compass.lm.model_factory import save_checkpoint
+from compass.runtime.runner import StageInputError
+from compass.runtime.stage_state import load_state, save_state, state_dir_for
+from compass.store.store import Artifact, ArtifactWriter
 from stages.merge import sweep as sw
 from stages.merge.config import MergeConfig
 
@@ -215,7 +215,7 @@ on_candidate_scored = None
 
 
 def _score(model, tok, dev: list[dict], sweep, uri: str) -> dict:
-    from stages.evaluation.stage import greedy_score
+    from compass.lm.suite_scoring import greedy_score
     per_domain = sw.domain_scores(greedy_score(model, tok, dev, max_new_tokens=sweep.max_new_tokens, seed=sweep.seed,
                                                model_uri=uri, batch_size=sweep.batch_size))
     return {"domains": per_domain, "home": sw.home_scores(per_domain, sweep)}

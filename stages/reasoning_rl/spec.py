@@ -2,15 +2,15 @@
 (stages/reasoning_rl/stage.py) is loaded only when the stage really runs."""
 from __future__ import annotations
 
-from stages.common.runner import StageSpec, execute
+from compass.runtime.runner import StageSpec, execute
 from stages.reasoning_rl.config import ReasoningRLConfig
 
 SPEC = StageSpec(name="reasoning_rl", config=ReasoningRLConfig,
                  inputs={"policy": "checkpoint", "prompts": "prompts"},
                  outputs={"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"},
-                 body="stages.reasoning_rl.stage:_body", libraries=("common", "gym", "rl"))
+                 body="stages.reasoning_rl.stage:_body")
 
 
 def run(config: ReasoningRLConfig, inputs: dict, store, **kw):
-    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    """Run the stage (or reuse its stored outputs); see compass.runtime.runner.execute."""
     return execute(SPEC, config, inputs, store, **kw)

@@ -1,25 +1,26 @@
-"""Reasoning RL (phase 1): GRPO on the reasoning prompts, measuring every prompt as it goes.
+"""Reasoning RL (phase 1): the RL engine on the reasoning prompts, measuring every prompt as it goes.
 
-PROVISIONAL minimal version: reads the thinking-base policy and the graded
-``rl_prompts``, keeps the reasoning rows (domain ``math`` or verifier
-``math_exact``), runs the single-process GRPO loop of ``stages.rl.engine``
-(transformers ``generate`` rollouts, Compass-Gym rewards, group-normalised
-advantages, one token-mean PPO-clip AdamW step per batch) and writes the
-trained checkpoint (with ``metrics.jsonl``), the per-prompt ``prompt_stats``
-that phase 2's carryover filter reads, and every rollout. The full version
-adds code and instruction-following suites, pre-rollout zero-variance
-filtering by measured pass rate, group-size selection, RL-ZVP, ESPO, Router
-Replay and the Ray/vLLM/Megatron engine with trainer state for resume.
+Reads the merged policy (``policy``; ``thinking_base`` in the pipeline) and the graded
+``rl_prompts``, keeps the reasoning rows (domain ``math`` or ``code``, or verifier ``math_exact``
+or ``code``: ``compass.rl.data.is_reasoning_prompt``) and trains on them with the RL engine
+through ``compass.rl.stage_io.run_rl`` (docs/rl.md). The engine does what the config asks:
+zero-variance elimination before rollout by the graded pass rate (``pass_rate_filter``),
+rollouts with the ``native``, ``hf`` or ``vllm`` backend, Compass-Gym rewards (in process or
+through the reward service), GRPO / Dr. GRPO / RL-ZVP advantages, PPO-clip (with clip-higher) /
+GSPO / ESPO losses, DAPO dynamic sampling, Router Replay, a ``torch`` or ``megatron`` trainer,
+optionally as Ray actors, and the whole RL state saved every ``checkpoint_every`` steps so a
+killed run resumes exactly. Outputs: the trained checkpoint (with ``metrics.jsonl``, TensorBoard
+events and PNG plots), the per-prompt ``prompt_stats`` that phase 2's carryover reads, and
+every rollout (``rollouts``); the run summary goes in each manifest's ``extra``.
 """
 from __future__ import annotations
 
 import logging
 
 from stages.reasoning_rl.config import ReasoningRLConfig
-from stages.rl.data import is_reasoning_prompt, prompts_from_table
-from stages.rl.stage_io import run_rl
+from compass.rl.data import is_reasoning_prompt, prompts_from_table
+from compass.rl.stage_io import run_rl
 
-PROVISIONAL = True
 log = logging.getLogger("compass.reasoning_rl")
 
 

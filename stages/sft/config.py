@@ -2,7 +2,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from stages.common.config import StrictModel
+from compass.config import StrictModel
 
 
 class SFTConfig(StrictModel):

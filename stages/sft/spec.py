@@ -2,16 +2,15 @@
 (stages/sft/stage.py) is loaded only when the stage really runs."""
 from __future__ import annotations
 
-from stages.common.runner import StageSpec, execute
+from compass.runtime.runner import StageSpec, execute
 from stages.sft.config import SFTConfig
 
 SPEC = StageSpec(name="sft", config=SFTConfig,
                  inputs={"base": "checkpoint", "data": "sft_samples", "eval": "prompts"},
                  optional_inputs=frozenset({"eval"}),
-                 outputs={"checkpoint": "checkpoint"}, body="stages.sft.stage:_body",
-                 libraries=("common", "rl", "evaluation", "gym"))
+                 outputs={"checkpoint": "checkpoint"}, body="stages.sft.stage:_body")
 
 
 def run(config: SFTConfig, inputs: dict, store, **kw):
-    """Run the stage (or reuse its stored outputs); see stages.common.runner.execute."""
+    """Run the stage (or reuse its stored outputs); see compass.runtime.runner.execute."""
     return execute(SPEC, config, inputs, store, **kw)

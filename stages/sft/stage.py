@@ -2,8 +2,8 @@
 
 Loads the base checkpoint and encodes every (prompt, response) with the chat template (loss on the
 response only; pairs longer than ``max_len`` are skipped and counted, never truncated). A
-deterministic share of the rows (by a hash of their ``id``, ``stages.common.holdout``) is held out
-and only scored. ``stages.sft.train.train_sft`` then runs AdamW steps with sequence packing,
+deterministic share of the rows (by a hash of their ``id``, ``compass.lm.holdout``) is held out
+and only scored. ``compass.lm.sft.train.train_sft`` then runs AdamW steps with sequence packing,
 gradient accumulation, warmup + cosine, and trainer state saved every ``checkpoint_every`` steps
 under ``$COMPASS_STATE_DIR`` (a re-run of the same stage run resumes from it exactly, even after
 SIGKILL). With the optional ``eval`` input (``prompts``), the trained model answers held-out
@@ -16,15 +16,15 @@ import logging
 
 import torch
 
-from stages.common.model_factory import load_checkpoint, save_checkpoint
-from stages.common.runner import StageInputError
-from stages.common.stage_state import load_state, save_state, state_dir_for
-from stages.common.store import Artifact, ArtifactWriter
+from compass.lm.model_factory import load_checkpoint, save_checkpoint
+from compass.runtime.runner import StageInputError
+from compass.runtime.stage_state import load_state, save_state, state_dir_for
+from compass.store.store import Artifact, ArtifactWriter
 from stages.sft.config import SFTConfig
-from stages.common.holdout import split_holdout
+from compass.lm.holdout import split_holdout
 from stages.sft.report import render_summary
 from stages.sft.suites import accuracy_table, score_suites, select_eval_rows
-from stages.sft.train import encode_split, train_sft
+from compass.lm.sft.train import encode_split, train_sft
 
 log = logging.getLogger("compass.sft")
 BASE_EVAL_FILE = "base_eval.pt"
@@ -40,7 +40,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     torch.manual_seed(config.seed)
     model, tok = load_checkpoint(inputs["base"].local_dir())
     if config.backend == "megatron":  # before any scoring: say now what would fail later
-        from stages.rl.megatron_convert import unsupported
+        from compass.lm.megatron_convert import unsupported
         why = unsupported(model.config)
         if why is not None:
             raise StageInputError(f"sft: backend 'megatron' cannot train {inputs['base'].uri}: {why}; "

@@ -1,6 +1,6 @@
 """Held-out suites for the SFT stage: pick eval prompts and score a model with the gym's verifiers.
 
-Generation and scoring are the evaluation stage's own (``score_suites`` is its ``greedy_score``:
+Generation and scoring are ``compass.lm.suite_scoring``'s (``score_suites`` is its ``greedy_score``:
 greedy decoding, one sample per prompt, each response scored by the verifier its row names,
 summarized per suite as ``{suites: {name: {prompts, accuracy, mean_score, ...}}, overall_accuracy, samples}``).
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from stages.common.holdout import holdout_score
-from stages.evaluation.stage import greedy_score as score_suites  # noqa: F401  (the SFT stage's scorer)
+from compass.lm.holdout import holdout_score
+from compass.lm.suite_scoring import greedy_score as score_suites  # noqa: F401  (the SFT stage's scorer)
 
 
 def suite_of(row: dict) -> str:

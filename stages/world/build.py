@@ -196,7 +196,7 @@ def _plant(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite], evals: 
 
 
 def _needs_reference(suite: Suite) -> bool:
-    from stages.gym.provisional import needs_reference
+    from compass.gym.score import needs_reference
     return needs_reference(suite.make(random.Random(0), "probe", 1, suite.languages[0]).verifier)
 
 

@@ -4,8 +4,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from stages.common.config import StrictModel
-from stages.common.model_config import ModelConfig, TokenizerConfig
+from compass.config import StrictModel
+from compass.lm.model_config import ModelConfig, TokenizerConfig
 
 Language = Literal["en", "zh-TW", "id", "vi", "th", "pt", "ms"]
 

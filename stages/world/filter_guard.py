@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.decontam import Decontaminator
-from stages.data_filter.dedup import NearDupIndex, shingles, signatures
-from stages.data_filter.text import key_of, ngram_tokens, normalize
+from compass.dedup.decontam import Decontaminator
+from compass.dedup.settings import DedupSettings
+from compass.dedup.near_dup import NearDupIndex, shingles, signatures
+from compass.dedup.text import key_of, ngram_tokens, normalize
 from stages.world.items import Item
 
 
 class FilterGuard:
-    def __init__(self, cfg: DataFilterConfig | None = None):
-        self.cfg = cfg = cfg or DataFilterConfig()
+    def __init__(self, cfg: DedupSettings | None = None):
+        self.cfg = cfg = cfg or DedupSettings()
         self.decon: Decontaminator | None = None
         # an item may become an RL prompt (judged on its prompt) or an SFT row (prompt + response)
         self.near = {form: NearDupIndex(cfg.near_dup_threshold, cfg.minhash_num_perm, cfg.minhash_bands)

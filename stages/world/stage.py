@@ -1,30 +1,30 @@
-"""World stage (provisional): the embedded default world, built from a seed.
+"""World stage: the embedded default world, built from a seed.
 
-The minimal version writes two synthetic suites with programmatic teachers:
-integer arithmetic with step-by-step ``<think>`` traces (difficulty 1-5 by
-number of operations and operand size) and e-commerce category multiple
-choice in English and Indonesian (plain-letter answers, the domain SFT role).
-It splits items into teacher-written SFT samples and prompt-only RL prompts,
-plants a few bad rows (duplicates, truncated traces, empty and wrong answers,
-eval leaks, prompts without a reference) for ``data_filter`` to quarantine,
-builds A/B/TIE preference pairs from correct and wrong answers (ties are two
-correct answers), holds out ``n_eval`` unseen prompts per eval suite, and
-saves a randomly initialised tiny Qwen3-MoE with a character tokenizer over
-the corpus. Everything is deterministic in the config. The full version adds
-the other suites of ARCHITECTURE §5 (code, instruction following, attribute
-extraction, title rewriting, tool calls, QA; more languages) and lets real
-data plug in through the same tables.
+Builds every table the pipeline starts from (``stages/world/build.py``, docs/world.md): eleven
+task suites with programmatic teachers, one module each in ``stages/world/suites/`` (arithmetic
+and math word problems with ``<think>`` traces, code with unit tests, IFEval-style constraints,
+tool calls, QA, and e-commerce category / relevance / brand multiple choice, attribute JSON
+extraction and title rewriting), in up to seven languages, every item with a reference answer, a
+verifier spec and a difficulty 1-5. Items split into teacher-written SFT samples (``raw_sft``)
+and prompt-only RL prompts (``raw_prompts``); ``n_eval`` unseen prompts per suite are held out
+(``eval_prompts``); A/B/TIE preference pairs (``preferences``) set a correct answer against the
+teacher's typical mistake, or two correct answers in other words (true ties). Bad rows are
+planted on purpose (duplicates, truncated traces, empty and wrong answers, eval leaks, prompts
+without a reference) and their row indices recorded in the manifests' ``extra`` (``planted``),
+while ``stages/world/filter_guard.py`` keeps the clean items clean in data_filter's eyes. Last, a
+byte-level BPE tokenizer trained on the world's text and a randomly initialised tiny Qwen3-MoE (or
+dense Qwen3: ``world.model.arch``) are saved as the ``base`` checkpoint. The same config gives
+the same outputs. Real data replaces these tables through ``compass import`` (docs/import.md).
 """
 from __future__ import annotations
 
 import logging
 
-from stages.common.model_factory import build_model, build_tokenizer, save_checkpoint
-from stages.common.store import Artifact, ArtifactWriter
+from compass.lm.model_factory import build_model, build_tokenizer, save_checkpoint
+from compass.store.store import Artifact, ArtifactWriter
 from stages.world.build import build_world
 from stages.world.config import WorldConfig
 
-PROVISIONAL = True
 log = logging.getLogger("compass.world")
 
 

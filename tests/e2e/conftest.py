@@ -48,7 +48,7 @@ def compass_env(tmp: Path) -> dict:
 
 
 def compass(args: list[str], tmp: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "compass.cli", *args], cwd=REPO, env=compass_env(tmp),
+    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=REPO, env=compass_env(tmp),
                           capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"compass {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from tests.e2e.conftest import compass, write_config
 
 

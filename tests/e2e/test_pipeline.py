@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.common.store import ArtifactStore
-from stages.dag.pipeline import PIPELINE
+from compass.store.store import ArtifactStore
+from compass.dag.pipeline import PIPELINE
 from tests.e2e.conftest import REPO, compass, compass_env, last_json, write_config
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
     store = e2e_tmp / "store"
     sft = {"steps": 160, "batch_size": 8, "checkpoint_every": 20, "eval_every": 0}
     cfg = write_config(e2e_tmp / "c.yaml", str(store), sft_longcot=sft)
-    proc = subprocess.Popen([sys.executable, "-m", "compass.cli", "run", "--config", str(cfg)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "run", "--config", str(cfg)], cwd=REPO,
                             env=compass_env(e2e_tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     payloads = store / "checkpoint" / "thinking_ckpt"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from tests.e2e.conftest import REPO, compass_env, write_config
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_stage_runs_started_from_the_api(e2e_tmp: Path):
     serve = None
     try:
         _wait(lambda: _api(api, "GET", "/health"), 90, "prefect server", [server_log])
-        serve = subprocess.Popen([sys.executable, "-m", "compass.cli", "serve", "--config", str(cfg)], env=env,
+        serve = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "serve", "--config", str(cfg)], env=env,
                                  cwd=REPO, start_new_session=True, stdout=serve_log.open("w"),
                                  stderr=subprocess.STDOUT)
         for flow_name, dep in [("world", "world"), ("data_filter", "data-filter")]:

@@ -40,7 +40,7 @@ def world_config():
 
 @pytest.fixture(scope="session")
 def _world_run(tmp_path_factory, world_config):
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.world import stage as world
     store = ArtifactStore(str(tmp_path_factory.mktemp("world") / "store"))
     return store, world.run(world_config, {}, store)

@@ -6,7 +6,7 @@ from typing import Callable
 
 import pyarrow as pa
 
-from stages.common.store import Artifact, ArtifactStore, ArtifactWriter
+from compass.store.store import Artifact, ArtifactStore, ArtifactWriter
 
 MATH_VERIFIER = json.dumps({"type": "math_exact"})
 MCQ_VERIFIER = json.dumps({"type": "mcq"})
@@ -25,7 +25,7 @@ def commit_table(store: ArtifactStore, kind: str, name: str, table: pa.Table) ->
 
 
 def commit_checkpoint(store: ArtifactStore, name: str, model, tok) -> Artifact:
-    from stages.common.model_factory import save_checkpoint
+    from compass.lm.model_factory import save_checkpoint
     return commit_artifact(store, "checkpoint", name, lambda w: save_checkpoint(model, tok, w.dir))
 
 
@@ -33,7 +33,7 @@ def sum_sft_samples(tok, n: int, seed: int = 0) -> list[tuple[list[int], list[in
     """``n`` encoded SFT samples "a+b+...=?" -> "<think>a b ...</think>sum" (1-6 terms), all under 256 tokens."""
     import random
 
-    from stages.sft.train import encode_table
+    from compass.lm.sft.train import encode_table
     rng = random.Random(seed)
     prompts, responses = [], []
     for _ in range(n):

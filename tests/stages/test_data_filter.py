@@ -6,12 +6,12 @@ import json
 import pyarrow as pa
 import pytest
 
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from stages.data_filter import stage as data_filter
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.decontam import Decontaminator
-from stages.data_filter.text import ngram_tokens, text_hash
-from stages.gym.provisional import parse_verifier
+from compass.dedup.decontam import Decontaminator
+from compass.dedup.text import ngram_tokens, text_hash
+from compass.gym.score import parse_verifier
 from tests.stages.helpers import commit_table
 
 # planted kind (world) -> reason (data_filter)

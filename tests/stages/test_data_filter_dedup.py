@@ -5,8 +5,8 @@ import numpy as np
 
 from compass.bench.dedup_quality import BEYOND, build, run_filter, score
 from stages.data_filter.config import DataFilterConfig
-from stages.data_filter.dedup import ExactIndex, NearDupIndex, band_keys, shingles, signatures
-from stages.data_filter.text import ngram_tokens
+from compass.dedup.near_dup import ExactIndex, NearDupIndex, band_keys, shingles, signatures
+from compass.dedup.text import ngram_tokens
 
 TEXT = ("the quick brown fox jumps over the lazy dog while the farmer counts seven sheep near the old red barn "
         "and the children sing a song about the river that runs behind the quiet village school")

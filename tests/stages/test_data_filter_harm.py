@@ -10,7 +10,7 @@ import pytest
 import stages.data_filter as pkg
 from stages.data_filter.harm import HARM_FILTERS, evaluate, lexicon_filter, match_rules
 from stages.data_filter.harm_lexicon import CATEGORIES, LANGUAGES
-from stages.data_filter.text import normalize
+from compass.dedup.text import normalize
 
 EVAL_SET = Path(pkg.__file__).parent / "harm_eval" / "harm_eval.jsonl"
 

@@ -8,11 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from artifacts_schema.tables import SchemaError
-from stages.common.store import ArtifactStore
-from stages.common.store_layout import TABLE_FILE
+from compass.store.store import ArtifactStore
+from compass.store.layout import TABLE_FILE
 from stages.data_filter import stage as data_filter
 from stages.data_filter.config import DataFilterConfig
-from stages.gym import provisional
+from stages.data_filter import quality
 from tests.stages.helpers import MATH_VERIFIER, commit_artifact, commit_table
 
 LONG_A = ("The small kettle in the kitchen needs to be cleaned before Monday, and the old lamp near the window "
@@ -152,13 +152,13 @@ def test_a_missing_required_column_names_the_artifact_and_the_column(tmp_path):
 
 def test_answers_are_checked_through_the_gym_module(tmp_path, monkeypatch):
     store = ArtifactStore(str(tmp_path / "s"))
-    real = provisional.score
+    real = quality.score
 
     def score(verifier, response, reference):
         if reference == "boom":   # a verifier that cannot read this reference
             raise ValueError("cannot parse reference 'boom'")
         return real(verifier, response, reference)
-    monkeypatch.setattr(provisional, "score", score)
+    monkeypatch.setattr(quality, "score", score)   # the gym entry the filter calls
     rows = [_sft(0, "What is 2 + 2?", "<think>2 + 2 = 4.</think>4", reference="4", verifier=MATH_VERIFIER),
             _sft(1, "What is 3 + 3?", "<think>3 + 3 = 7.</think>7", reference="6", verifier=MATH_VERIFIER),
             _sft(2, "What is 4 + 4?", "<think>4 + 4 = 8.</think>8", reference="boom", verifier=MATH_VERIFIER),

@@ -6,14 +6,14 @@ import json
 import pyarrow as pa
 import pytest
 
-from stages.common.config import ConfigError, validate
-from stages.common.model_factory import (
+from compass.config import ConfigError, validate
+from compass.lm.model_factory import (
     ModelConfig,
     build_model,
     build_tokenizer,
     save_checkpoint,
 )
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from stages.domain_rl import stage as domain_rl
 from stages.domain_rl.carryover import select_carryover
 from stages.domain_rl.config import DomainRLConfig
@@ -117,9 +117,8 @@ def test_domain_rl_with_an_empty_carryover_band_trains_on_domain_only(world):
 
 
 def test_spec_matches_the_dag():
-    from stages.dag.pipeline import NODES
+    from compass.dag.pipeline import NODES
     node, spec = NODES["domain_rl"], domain_rl.SPEC
     assert set(spec.inputs) == set(node.inputs) and set(spec.outputs) == set(node.outputs)
     assert spec.inputs == {"policy": "checkpoint", "prompts": "prompts", "carryover": "prompt_stats",
                            "genrm": "checkpoint"}
-    assert domain_rl.PROVISIONAL is True

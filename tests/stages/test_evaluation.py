@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
+from compass.lm import suite_scoring
 from stages.evaluation import stage as evaluation
 from stages.evaluation.config import EvalConfig
 
@@ -95,7 +96,7 @@ def test_scoring_path_with_known_answers(world_arts, tmp_path, monkeypatch):
             out.append([{"text": text, "ids": tok(text, add_special_tokens=False)["input_ids"]}] * n)
         return out
 
-    monkeypatch.setattr(evaluation, "sample", teacher)
+    monkeypatch.setattr(suite_scoring, "sample", teacher)   # the generation the stage scores
     store = ArtifactStore(str(tmp_path / "s"))
     res = evaluation.run(EvalConfig(), {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}, store)
     extra = store.open(res.outputs["results"]).manifest.extra

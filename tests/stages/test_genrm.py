@@ -7,13 +7,13 @@ import random
 import pyarrow as pa
 import pytest
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
-from stages.common.runner import StageInputError
-from stages.common.store import ArtifactStore
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from compass.runtime.runner import StageInputError
+from compass.store.store import ArtifactStore
 from stages.genrm import stage as genrm
 from stages.genrm.config import BradleyTerryConfig, GenRMConfig
 from stages.genrm.rationale import rationale
-from stages.rl.config import RLConfig
+from compass.rl.config import RLConfig
 from tests.stages.helpers import commit_artifact
 
 BAD_LABELS = ["C", "", "a tie", "B?"]

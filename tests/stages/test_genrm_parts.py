@@ -11,7 +11,7 @@ from stages.genrm.flips import FlipCount, flipped, group_advantages
 from stages.genrm.grpo import judge_prompts, verdict_reward
 from stages.genrm.pairs import screen_pairs, split_pairs
 from stages.genrm.rationale import evaluation, final_answer, rationale, step_check
-from stages.genrm.verdict import (judge_prompt, judgement_text, normalize_label, parse_judgement, parse_verdict,
+from compass.gym.genrm_verdict import (judge_prompt, judgement_text, normalize_label, parse_judgement, parse_verdict,
                                   verdict_text)
 
 

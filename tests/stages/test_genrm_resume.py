@@ -14,8 +14,8 @@ import json, logging, sys
 logging.basicConfig(level=logging.INFO)
 import torch
 torch.set_num_threads(1)
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
-from stages.common.store import ArtifactStore
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer, save_checkpoint
+from compass.store.store import ArtifactStore
 from stages.genrm import stage as genrm
 from tests.stages.helpers import commit_artifact
 from tests.stages.test_genrm import BAD_LABELS, _corpus, _pairs, tiny_config
@@ -39,7 +39,7 @@ print(json.dumps({"status": res.status, "dir": str(art.local_dir()),
 
 def test_resume_after_sigkill_during_grpo_equals_an_uninterrupted_run(tmp_path):
     from safetensors.torch import load_file
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     script = tmp_path / "run.py"
     script.write_text(RUN)
     env = {**os.environ, "COMPASS_PROGRESS": "0", "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from stages.common.model_config import ModelConfig
-from stages.common.model_factory import build_model, build_tokenizer, save_checkpoint
-from stages.genrm.verdict import judge_prompt
-from stages.gym.genrm_judge import GenRMJudge, reward_for
+from compass.lm.model_config import ModelConfig
+from compass.lm.model_factory import build_model, build_tokenizer, save_checkpoint
+from compass.gym.genrm_verdict import judge_prompt
+from compass.gym.genrm_judge import GenRMJudge, reward_for
 
 
 def scripted(answers: dict):

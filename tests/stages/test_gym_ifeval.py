@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from compass.bench import gym_ifeval as bench
-from stages.gym.ifeval_extra import market_languages
-from stages.gym.ifeval_rules import IFEVAL_IDS, RULES, evaluate
-from stages.gym.ifeval_text import count_capital_words, count_sentences, split_sentences
-from stages.gym.provisional import score
-from stages.gym.rows import MAX_RESPONSE_CHARS, score_row
+from compass.gym.instructions.extra import market_languages
+from compass.gym.instructions.ifeval import IFEVAL_IDS, RULES, evaluate
+from compass.gym.instructions.text import count_capital_words, count_sentences, split_sentences
+from compass.gym.score import score
+from compass.gym.rows import MAX_RESPONSE_CHARS, score_row
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "ifeval"
 needs_data = pytest.mark.skipif(not (DATA / "input_data.jsonl").is_file(),
@@ -268,7 +268,7 @@ def test_bench_without_data_fails_clearly(tmp_path, capsys):
 
 
 def test_row_scorer_judges_the_answer_not_the_thought():
-    from stages.gym.rows import score_row
+    from compass.gym.rows import score_row
     row = {"response": "<think>Hmm, let me think, ok</think>Here is my answer without any commas.",
            "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
     assert score_row("ifeval", row)["score"] == 1.0

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from stages.gym.json_schema import parse_json_answer, validate
-from stages.gym.provisional import is_judged, needs_reference, score
-from stages.gym.rows import score_row
+from compass.gym.verifiers.json_schema import parse_json_answer, validate
+from compass.gym.score import is_judged, needs_reference, score
+from compass.gym.rows import score_row
 
 SCHEMA = {"type": "object", "additionalProperties": False, "required": ["brand", "color", "quantity"],
           "properties": {"brand": {"type": "string"}, "color": {"type": "string", "enum": ["Black", "Red"]},
@@ -62,14 +62,14 @@ def test_validate_reports_paths():
 
 def test_row_contract_valid_fields_and_range():
     row = {"response": '{"brand": "Lumio", "color": "Red"}', "schema": SCHEMA, "gold": json.loads(GOLD), "k": 1}
-    out = score_row("json", row)
+    out = score_row("json_schema", row)
     assert out["valid"] is False and out["k"] == 1                                   # quantity is required
     assert out["fields"] == {"brand": True, "color": False, "quantity": False}
     assert out["score"] == pytest.approx(2 / 4)
-    assert score_row("json", {**row, "score_range": [-1, 1]})["score"] == pytest.approx(0.0)
-    ok = score_row("json", {"response": GOLD, "schema": SCHEMA})                    # no gold: required keys
+    assert score_row("json_schema", {**row, "score_range": [-1, 1]})["score"] == pytest.approx(0.0)
+    ok = score_row("json_schema", {"response": GOLD, "schema": SCHEMA})                    # no gold: required keys
     assert ok["valid"] is True and ok["score"] == 1.0
-    no_gold_bad = score_row("json", {"response": '{"brand": 7}', "schema": SCHEMA})
+    no_gold_bad = score_row("json_schema", {"response": '{"brand": 7}', "schema": SCHEMA})
     assert no_gold_bad["fields"] == {"brand": False, "color": False, "quantity": False}
     assert no_gold_bad["score"] == pytest.approx(1 / 4)
 
@@ -83,30 +83,30 @@ def test_row_contract_valid_fields_and_range():
     ({"response": "{}", "schema": SCHEMA, "score_range": [0]}, "score_range"),
 ])
 def test_row_contract_errors(row, needle):
-    out = score_row("json", row)
+    out = score_row("json_schema", row)
     assert out["score"] == 0.0 and needle in out["error"] and out["valid"] is False
 
 
 def test_an_unscorable_row_scores_the_bottom_of_its_range():
-    out = score_row("json", {"schema": SCHEMA, "score_range": [-1, 1]})            # no response
+    out = score_row("json_schema", {"schema": SCHEMA, "score_range": [-1, 1]})            # no response
     assert out["score"] == -1.0 and "response" in out["error"]
-    assert "finite" in score_row("json", {"response": "{}", "schema": SCHEMA,
+    assert "finite" in score_row("json_schema", {"response": "{}", "schema": SCHEMA,
                                           "score_range": [float("nan"), 1]})["error"]
 
 
 def test_hostile_json_input_is_scored_not_crashed():
     deep = "[" * 100_000 + "]" * 100_000
-    assert score_row("json", {"response": deep, "schema": SCHEMA})["score"] == 0.0
+    assert score_row("json_schema", {"response": deep, "schema": SCHEMA})["score"] == 0.0
     braces = "{" * 3_000_000                                # 3 MB of opening braces: scored, 0
-    out = score_row("json", {"response": braces, "schema": SCHEMA})
+    out = score_row("json_schema", {"response": braces, "schema": SCHEMA})
     assert out["score"] == 0.0 and "error" not in out
-    huge = score_row("json", {"response": "x" * 10_000_000, "schema": SCHEMA})   # 10 MB: refused by name
+    huge = score_row("json_schema", {"response": "x" * 10_000_000, "schema": SCHEMA})   # 10 MB: refused by name
     assert huge["score"] == 0.0 and "too long" in huge["error"]
 
 
 
-# -- GenRM (rules fallback) --------------------------------------------------------------------
-TITLE = json.dumps({"type": "genrm", "criteria": ["keeps the brand"], "must_keep": ["Lumio", "Wireless Earbuds"],
+# -- title_rules (the offline stand-in for the GenRM judge) ---------------------------------------
+TITLE = json.dumps({"type": "title_rules", "criteria": ["keeps the brand"], "must_keep": ["Lumio", "Wireless Earbuds"],
                     "banned": ["HOT SALE", "FREE SHIPPING"], "max_chars": 50})
 
 
@@ -127,15 +127,15 @@ TITLE = json.dumps({"type": "genrm", "criteria": ["keeps the brand"], "must_keep
     ("Lumio Wireless Earbuds for hotel rooms", 1.0),                             # "hot" is not "HOT SALE"
     ("", 0.0),
 ])
-def test_genrm_rules_fallback(response, expected):
+def test_title_rules(response, expected):
     assert score(TITLE, response, "Lumio Premium Wireless Earbuds X2 Black") == pytest.approx(expected)
 
 
-def test_genrm_is_judged_needs_no_reference_and_handles_unspaced_scripts():
+def test_title_rules_is_judged_needs_no_reference_and_handles_unspaced_scripts():
     assert is_judged(TITLE) and not needs_reference(TITLE)
-    zh = json.dumps({"type": "genrm", "must_keep": ["Lumio", "USB隨身碟"], "banned": ["熱銷"], "max_chars": 70})
+    zh = json.dumps({"type": "title_rules", "must_keep": ["Lumio", "USB隨身碟"], "banned": ["熱銷"], "max_chars": 70})
     assert score(zh, "Lumio 高級USB隨身碟 X2", "") == 1.0                      # USB may be capitals, glued noun
     assert score(zh, "Lumio 高級USB隨身碟 X2 【熱銷】", "") == pytest.approx(2 / 3)
     assert score(zh, "Lumio USB隨身碟 USB隨身碟", "") == pytest.approx(2 / 3)
-    bare = json.dumps({"type": "genrm", "criteria": ["reads naturally"]})   # no rules: exact match only
+    bare = json.dumps({"type": "title_rules", "criteria": ["reads naturally"]})   # no rules: exact match only
     assert score(bare, " Lumio  Earbuds ", "Lumio Earbuds") == 1.0 and score(bare, "Lumio", "Lumio Earbuds") == 0.0

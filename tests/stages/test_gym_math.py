@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from compass.bench import gym_math as bench
-from stages.gym import math_sympy
-from stages.gym.math_equiv import answers_equal, extract_final_answer, math_equal
-from stages.gym.math_parse import parse_answer
-from stages.gym.rows import MAX_RESPONSE_CHARS, score_row
+from compass.gym.math_answers import sympy_worker
+from compass.gym.math_answers.equal import answers_equal, extract_final_answer, math_equal
+from compass.gym.math_answers.parse import parse_answer
+from compass.gym.rows import MAX_RESPONSE_CHARS, score_row
 
 DATA = bench.DEFAULT_DATA
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"reference data {DATA} absent")
@@ -113,13 +113,13 @@ def test_parse_fast_path_and_cache():
 def test_timeout_guard_on_a_huge_power():
     t0 = time.monotonic()
     assert not math_equal(r"\boxed{2^{2^{2^{100}}}}", "5", timeout_s=1.0)
-    assert time.monotonic() - t0 < 1.0 + math_sympy.STARTUP_TIMEOUT_S
-    assert math_sympy.symbolic_equal("sin(Symbol('x'))**2 + cos(Symbol('x'))**2", "(1)", timeout_s=20) is True
+    assert time.monotonic() - t0 < 1.0 + sympy_worker.STARTUP_TIMEOUT_S
+    assert sympy_worker.symbolic_equal("sin(Symbol('x'))**2 + cos(Symbol('x'))**2", "(1)", timeout_s=20) is True
     t0 = time.monotonic()        # the worker is warm now: the deadline alone bounds the call
-    timeouts = math_sympy.calls["timeouts"]
-    assert math_sympy.symbolic_equal("(2)**((2)**((2)**(100)))", "(5)", timeout_s=1.0) is None
+    timeouts = sympy_worker.calls["timeouts"]
+    assert sympy_worker.symbolic_equal("(2)**((2)**((2)**(100)))", "(5)", timeout_s=1.0) is None
     assert time.monotonic() - t0 < 2.0
-    assert math_sympy.calls["timeouts"] == timeouts + 1
+    assert sympy_worker.calls["timeouts"] == timeouts + 1
 
 
 def test_timeout_guard_from_threads():
@@ -129,20 +129,20 @@ def test_timeout_guard_from_threads():
         ok = math_equal(r"\boxed{9^{9^{9^{9}}}}", "1", timeout_s=0.5)
         return ok, time.monotonic() - t0
     assert threading.current_thread() is threading.main_thread()
-    before = math_sympy.calls["symbolic"]
+    before = sympy_worker.calls["symbolic"]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(call, range(2)))
     assert all(ok is False for ok, _ in results)
-    assert all(dt < 0.5 * 2 + math_sympy.STARTUP_TIMEOUT_S for _, dt in results)
-    assert math_sympy.calls["symbolic"] > before          # the guarded path really ran
+    assert all(dt < 0.5 * 2 + sympy_worker.STARTUP_TIMEOUT_S for _, dt in results)
+    assert sympy_worker.calls["symbolic"] > before          # the guarded path really ran
 
 
 def test_symbolic_fallback_settles_what_numbers_cannot():
     # x^2000 overflows a float at every sample point, so only sympy (under its deadline) can decide
-    before = math_sympy.calls["symbolic"]
+    before = sympy_worker.calls["symbolic"]
     assert answers_equal(r"\frac{x^{2000}}{x^{1999}}", "x", timeout_s=20)
     assert not answers_equal(r"\frac{x^{2000}}{x^{1998}}", "x", timeout_s=20)
-    assert math_sympy.calls["symbolic"] == before + 2
+    assert sympy_worker.calls["symbolic"] == before + 2
     assert not answers_equal(r"\frac{x^{2000}}{x^{1999}}", "x", symbolic=False)     # fast path alone: no proof
 
 
@@ -245,7 +245,7 @@ def test_renderings_and_perturbation_generators():
 
 
 def _pool_job(_):
-    return answers_equal(r"\frac{x^{2000}}{x^{1999}}", "x", timeout_s=20), math_sympy._owner_pid
+    return answers_equal(r"\frac{x^{2000}}{x^{1999}}", "x", timeout_s=20), sympy_worker._owner_pid
 
 
 def test_symbolic_fallback_inside_a_process_pool_worker():

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.gym.mcq import extract_choice, predict, resolve_label
-from stages.gym.rows import score_row
+from compass.gym.mcq_choice.extract import extract_choice, predict, resolve_label
+from compass.gym.rows import score_row
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SHOES = {"A": "Sepatu", "B": "Tas Ransel", "C": "Jam Tangan", "D": "Tas"}

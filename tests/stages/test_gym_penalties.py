@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from stages.gym.penalties import (OverlongConfig, RepetitionConfig, ShapingConfig, overlong_penalty,
+from compass.gym.penalties import (OverlongConfig, RepetitionConfig, ShapingConfig, overlong_penalty,
                                   pass_rate_reward, repeated_ngram_fraction, repetition_penalty, shape)
 
 

@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from compass.bench import gym_code
-from stages.gym import sandbox
-from stages.gym.rows import score_row
-from stages.gym.sandbox import Job, Limits, SandboxPool
+from compass.gym.sandbox import pool as sandbox
+from compass.gym.rows import score_row
+from compass.gym.sandbox.pool import Job, Limits, SandboxPool
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def test_an_interpreter_under_tmp_survives_the_private_tmp(tmp_path):
             pytest.skip("unshare not available here")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    code = ("from stages.gym.sandbox import SandboxPool\n"
+    code = ("from compass.gym.sandbox.pool import SandboxPool\n"
             "with SandboxPool(concurrency=1) as p:\n"
             "    r = p.run('import sys', [%r])\n"
             "    print(p.isolation()['pid_ns'], r.verdicts)\n" % f"assert sys.prefix == {str(venv)!r}")

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from stages.common.model_factory import build_tokenizer
-from stages.gym.penalties import OverlongConfig, ShapingConfig
-from stages.gym.service import RewardService
+from compass.lm.model_factory import build_tokenizer
+from compass.gym.penalties import OverlongConfig, ShapingConfig
+from compass.gym.service import RewardService
 
 TOOL_ROW = {"response": '<think>x</think><tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>',
             "gold_calls": [{"name": "f", "arguments": {"a": 1}}]}
@@ -26,30 +26,30 @@ def service():
 
 
 def test_scores_in_order_with_fields_and_counts_metrics(service):
-    before = service.metrics()["verifiers"].get("tool", {}).get("requests", 0)
-    reqs = [("tool", TOOL_ROW), ("json", JSON_ROW)] * 20
+    before = service.metrics()["verifiers"].get("tool_call", {}).get("requests", 0)
+    reqs = [("tool_call", TOOL_ROW), ("json_schema", JSON_ROW)] * 20
     results = service.score_many(reqs)
     assert [r.verifier for r in results] == [v for v, _ in reqs]
     assert all(r.kind == "ok" for r in results)
     assert results[0].score == 4.0 and results[0].fields == {"format": 1, "correct": 3.0}
     assert results[1].score == pytest.approx(0.5) and results[1].fields["valid"] is True
     m = service.metrics()
-    assert m["verifiers"]["tool"]["requests"] == before + 20
-    assert 0 < m["verifiers"]["tool"]["p50_latency_s"] <= m["verifiers"]["tool"]["p99_latency_s"]
+    assert m["verifiers"]["tool_call"]["requests"] == before + 20
+    assert 0 < m["verifiers"]["tool_call"]["p50_latency_s"] <= m["verifiers"]["tool_call"]["p99_latency_s"]
     assert m["throughput_per_s"] > 0
 
 
 @pytest.mark.parametrize("verifier,row,needle", [
     ("no-such-verifier", {"response": "x"}, "unknown gym verifier"),
-    ("json", {"response": "{}"}, "schema"),
-    ("tool", {"response": "x" * 10_000_000, "gold_calls": []}, "too long"),
-    ("tool", {"response": "\ud800 lone surrogate", "gold_calls": "not json"}, "gold_calls"),
+    ("json_schema", {"response": "{}"}, "schema"),
+    ("tool_call", {"response": "x" * 10_000_000, "gold_calls": []}, "too long"),
+    ("tool_call", {"response": "\ud800 lone surrogate", "gold_calls": "not json"}, "gold_calls"),
 ])
 def test_bad_input_is_a_scored_failure(service, verifier, row, needle):
     res = service.submit(verifier, row).result(60)
-    # the verifier's error score: its minimum (tool: -3), never above a wrong answer
-    assert (res.kind, res.score) == ("error", -3.0 if verifier == "tool" else 0.0) and needle in res.error
-    assert service.submit("tool", TOOL_ROW).result(30).score == 4.0       # and the service goes on
+    # the verifier's error score: its minimum (tool_call: -3), never above a wrong answer
+    assert (res.kind, res.score) == ("error", -3.0 if verifier == "tool_call" else 0.0) and needle in res.error
+    assert service.submit("tool_call", TOOL_ROW).result(30).score == 4.0       # and the service goes on
 
 
 def test_world_specs(service):
@@ -61,7 +61,7 @@ def test_world_specs(service):
 
 def test_a_worker_killed_mid_task_is_replaced_and_the_task_retried():
     with RewardService(1) as svc:
-        assert svc.submit("tool", TOOL_ROW).result(30).kind == "ok"
+        assert svc.submit("tool_call", TOOL_ROW).result(30).kind == "ok"
         pid = svc._workers[0].proc.pid
         fut = svc.submit("code", {"response": "import time\ntime.sleep(1.5)\ndef f(): return 1",
                                   "tests": ["assert f() == 1"], "timeout_s": 10})
@@ -79,7 +79,7 @@ def test_a_hung_verifier_times_out_without_stopping_the_service(service):
     res = hung.result(30)
     assert res.kind == "timeout" and res.score == 0.0
     assert time.perf_counter() - t0 < 15
-    assert service.submit("tool", TOOL_ROW).result(30).score == 4.0
+    assert service.submit("tool_call", TOOL_ROW).result(30).score == 4.0
     assert service.metrics()["verifiers"]["code"]["failures"].get("timeout", 0) >= 1
 
 
@@ -101,7 +101,7 @@ def test_token_ids_are_detokenized_in_workers_and_shaped(tmp_path):
 # -- compass gym score -------------------------------------------------------------------------
 def _cli(*args, **kw):
     env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    return subprocess.run([sys.executable, "-m", "compass.cli", "gym", "score", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "compass.cli.main", "gym", "score", *args], capture_output=True,
                           text=True, env=env, timeout=180, **kw)
 
 
@@ -116,7 +116,7 @@ def test_cli_keeps_rows_in_order_and_survives_bad_lines(tmp_path):
         f.write(b"[1, 2]\n")
         f.write((json.dumps({"id": "c", "response": "x"}) + "\n").encode())
     for workers in ("1", "2"):
-        p = _cli("tool", str(src), str(out), "--workers", workers)
+        p = _cli("tool_call", str(src), str(out), "--workers", workers)
         assert p.returncode == 0, p.stderr
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert [r.get("id") for r in rows] == ["a", None, None, "b", None, "c"]
@@ -134,16 +134,19 @@ def test_cli_usage_errors(tmp_path):
     src.write_text(json.dumps(TOOL_ROW) + "\n")
     p = _cli("nope", str(src), str(tmp_path / "o.jsonl"))
     assert p.returncode == 2 and "unknown gym verifier 'nope'" in p.stderr and "math" in p.stderr
-    p = _cli("tool", str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"))
+    p = _cli("tool_call", str(tmp_path / "missing.jsonl"), str(tmp_path / "o.jsonl"))
     assert p.returncode == 2 and "no such input file" in p.stderr
     p = _cli("genrm", str(src), str(tmp_path / "o.jsonl"))
     assert p.returncode == 2 and "--judge" in p.stderr
+    for old_name, name in (("tool", "tool_call"), ("json", "json_schema")):    # names from before one registry
+        p = _cli(old_name, str(src), str(tmp_path / "o.jsonl"))
+        assert p.returncode == 2 and f"'{old_name}' is now called '{name}'" in p.stderr
     assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_cli_genrm_judges_with_a_checkpoint(tmp_path):
-    from stages.common.model_config import ModelConfig
-    from stages.common.model_factory import build_model, save_checkpoint
+    from compass.lm.model_config import ModelConfig
+    from compass.lm.model_factory import build_model, save_checkpoint
     tok = build_tokenizer(["<answer>A</answer> <answer>B</answer> <answer>TIE</answer> Judge which"] * 20)
     model = build_model(ModelConfig(hidden_size=32, num_layers=1, head_dim=32, intermediate_size=64,
                                     expert_size=32), tok, seed=0)
@@ -176,7 +179,7 @@ def _orphan_sandbox_workers() -> int:
     n = 0
     for p in psutil.process_iter(["cmdline", "ppid"]):
         try:
-            if p.info["ppid"] == 1 and any("sandbox_worker" in a for a in p.info["cmdline"] or []):
+            if p.info["ppid"] == 1 and any("sandbox/worker.py" in a for a in p.info["cmdline"] or []):
                 n += 1
         except psutil.Error:
             pass
@@ -189,7 +192,7 @@ def test_a_cancelled_future_is_skipped_and_the_service_goes_on():
         assert futs[2].cancel()                         # still queued: cancellable
         assert futs[0].result(60).score == 1.0 and futs[1].result(60).score == 1.0
         assert svc._thread.is_alive()
-        assert svc.submit("tool", TOOL_ROW).result(30).score == 4.0
+        assert svc.submit("tool_call", TOOL_ROW).result(30).score == 4.0
 
 
 def test_work_is_spread_before_it_is_pipelined():

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from stages.gym.provisional import score
-from stages.gym.rows import score_row
-from stages.gym.tool_reward import correctness, format_ok, predicted_calls, tool_reward
+from compass.gym.score import score
+from compass.gym.rows import score_row
+from compass.gym.verifiers.tool_call import correctness, format_ok, predicted_calls, tool_reward
 
 GW = {"name": "get_weather", "arguments": {"city": "Paris"}}
 CC = {"name": "convert_currency", "arguments": {"amount": 5, "from": "USD", "to": "EUR"}}
@@ -134,14 +134,14 @@ def test_final_reward_is_format_plus_correct():
 
 
 def test_row_contract():
-    out = score_row("tool", {"response": f"<think>x</think>{W}{C}", "gold_calls": GOLD, "id": 7})
+    out = score_row("tool_call", {"response": f"<think>x</think>{W}{C}", "gold_calls": GOLD, "id": 7})
     assert (out["format"], out["correct"], out["score"], out["id"]) == (1, 3.0, 4.0, 7)
     assert "error" not in out
-    bad = score_row("tool", {"response": W, "gold_calls": [{"arguments": {}}]})
+    bad = score_row("tool_call", {"response": W, "gold_calls": [{"arguments": {}}]})
     assert bad["score"] == -3.0 and "gold_calls[0]" in bad["error"] and bad["correct"] == -3.0  # never above wrong
-    assert "gold_calls" in score_row("tool", {"response": W})["error"]
-    assert "response" in score_row("tool", {"gold_calls": GOLD})["error"]
-    assert score_row("tool", {"response": W, "gold_calls": json.dumps(GOLD)})["correct"] == pytest.approx(-6 / 7)
+    assert "gold_calls" in score_row("tool_call", {"response": W})["error"]
+    assert "response" in score_row("tool_call", {"gold_calls": GOLD})["error"]
+    assert score_row("tool_call", {"response": W, "gold_calls": json.dumps(GOLD)})["correct"] == pytest.approx(-6 / 7)
 
 
 def test_world_spec_verifier_rescales_to_unit_interval():

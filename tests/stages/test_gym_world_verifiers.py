@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.gym.code_tests import extract_program
-from stages.gym.ifeval_rules import RULES
-from stages.gym.provisional import needs_reference, score
+from compass.gym.verifiers.code import extract_program
+from compass.gym.instructions.ifeval import RULES
+from compass.gym.score import needs_reference, score
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 DATA = SHARED / "ifeval"

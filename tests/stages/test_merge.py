@@ -5,13 +5,13 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from stages.common.model_factory import (
+from compass.lm.model_factory import (
     ModelConfig,
     build_model,
     build_tokenizer,
     load_checkpoint,
 )
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from stages.merge import stage as merge
 from stages.merge.config import MergeConfig
 from tests.stages.helpers import commit_checkpoint

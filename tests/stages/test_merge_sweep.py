@@ -13,8 +13,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from stages.common.model_factory import load_checkpoint
-from stages.common.store import ArtifactStore
+from compass.lm.model_factory import load_checkpoint
+from compass.store.store import ArtifactStore
 from stages.merge import stage as merge
 from stages.merge import sweep as sw
 from stages.merge.config import MergeConfig, SweepConfig
@@ -190,7 +190,7 @@ def test_config_validation():
 RUN = textwrap.dedent('''
     import json, os, signal, sys, torch
     torch.set_num_threads(1)
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.merge import stage as merge
     from stages.merge.config import MergeConfig
     root, uris, cfg, kill_at = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])

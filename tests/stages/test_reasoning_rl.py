@@ -6,14 +6,14 @@ import json
 import pyarrow as pa
 import pytest
 
-from stages.common.model_factory import (
+from compass.lm.model_factory import (
     ModelConfig,
     build_model,
     build_tokenizer,
     load_checkpoint,
     save_checkpoint,
 )
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from stages.reasoning_rl import stage as reasoning_rl
 from stages.reasoning_rl.config import ReasoningRLConfig
 from tests.stages.helpers import MATH_VERIFIER, MCQ_VERIFIER, commit_artifact
@@ -116,9 +116,8 @@ def test_no_reasoning_prompts_is_a_clear_error(world, tmp_path):
 
 
 def test_spec_matches_the_dag():
-    from stages.dag.pipeline import NODES
+    from compass.dag.pipeline import NODES
     node, spec = NODES["reasoning_rl"], reasoning_rl.SPEC
     assert set(spec.inputs) == set(node.inputs) and set(spec.outputs) == set(node.outputs)
     assert spec.inputs == {"policy": "checkpoint", "prompts": "prompts"}
     assert spec.outputs == {"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"}
-    assert reasoning_rl.PROVISIONAL is True

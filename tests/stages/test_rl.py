@@ -9,23 +9,20 @@ import pytest
 import torch
 
 from artifacts_schema import conform
-from stages.common.config import ConfigError, validate
-from stages.common.lm import chat_prefix
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.gym.provisional import score
-from stages.rl import advantages as adv_mod
-from stages.rl.advantages import ADVANTAGES, grpo, register_advantage
-from stages.rl.config import RLConfig
-from stages.rl.data import PromptSampler, RLPrompt, is_reasoning_prompt
-from stages.rl.engine import (
-    build_batch,
-    group_stats,
-    policy_update,
-    rollouts_table,
-    token_logprobs,
-    train,
-)
-from stages.rl.losses import POLICY_LOSSES, ppo_clip_token_mean
+from compass.config import ConfigError, validate
+from compass.lm.chat import chat_prefix
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.gym.score import score
+from compass.rl import advantages as adv_mod
+from compass.lm.policy_forward import token_logprobs
+from compass.rl.advantages import ADVANTAGES, grpo, group_normalized, over_tokens, register_advantage
+from compass.rl.batch import build_batch
+from compass.rl.config import RLConfig
+from compass.rl.data import PromptSampler, RLPrompt, is_reasoning_prompt
+from compass.rl.engine import rollouts_table, train
+from compass.rl.losses import POLICY_LOSSES, policy_loss, ppo_clip_token_mean
+from compass.rl.step_metrics import group_stats
+from compass.rl.trainer_torch import policy_step
 
 # -- advantages -----------------------------------------------------------------
 
@@ -34,32 +31,37 @@ def test_grpo_matches_hand_computed_values():
                             [1.0, 1.0, 1.0, 1.0],      # zero variance: all pass
                             [0.0, 0.0, 0.0, 0.0],      # zero variance: all fail
                             [0.5, 1.0, 0.0, 0.5]])     # mean .5, std sqrt(.5/3)
-    a = grpo(rewards, eps=0.0)
+    a = group_normalized(rewards, eps=0.0)
     s = math.sqrt(0.5 / 3)
     expected = torch.tensor([[1.5, -0.5, -0.5, -0.5], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0.5 / s, -0.5 / s, 0]])
     assert a.shape == rewards.shape
     torch.testing.assert_close(a, expected)
     # eps is added to the std: [0, 1] has std 1/sqrt(2)
-    torch.testing.assert_close(grpo(torch.tensor([[0.0, 1.0]]), eps=0.5),
+    torch.testing.assert_close(group_normalized(torch.tensor([[0.0, 1.0]]), eps=0.5),
                                torch.tensor([[-0.5, 0.5]]) / (1 / math.sqrt(2) + 0.5))
     # each group normalised on its own: sums to 0, unit (unbiased) std
     assert torch.allclose(a[0].sum(), torch.tensor(0.0), atol=1e-6)
     assert torch.allclose(a[3].std(), torch.tensor(1.0), atol=1e-5)
+    # the registered estimator: the same values over each completion's tokens, [G*N, T], 0 off the mask
+    mask = torch.tensor([[1, 1, 0]] * 8 + [[1, 0, 0]] * 8, dtype=torch.bool)
+    tok = grpo(rewards, mask, eps=0.0)
+    assert tok.shape == mask.shape
+    torch.testing.assert_close(tok, expected.reshape(-1, 1) * mask)
 
 
 def test_grpo_zero_variance_is_exactly_zero_even_with_rounding():
     # 0.1 * 3 / 3 is not exactly 0.1 in float: without the guard, noise / eps would be a large advantage
     r = torch.full((3, 5), 0.1, dtype=torch.float64)
     r[1] = 0.7
-    assert torch.equal(grpo(r, eps=1e-12), torch.zeros_like(r))
-    assert grpo(torch.tensor([[1, 0]]), eps=1e-6).dtype.is_floating_point   # int rewards are accepted
+    assert torch.equal(group_normalized(r, eps=1e-12), torch.zeros_like(r))
+    assert group_normalized(torch.tensor([[1, 0]]), eps=1e-6).dtype.is_floating_point   # int rewards are accepted
 
 
 def test_grpo_rejects_bad_shapes_and_registry_refuses_duplicates():
     with pytest.raises(ValueError, match="num_groups"):
-        grpo(torch.tensor([1.0, 0.0]))
+        grpo(torch.tensor([1.0, 0.0]), torch.ones(2, 1))
     with pytest.raises(ValueError, match="group_size>=2"):
-        grpo(torch.tensor([[1.0]]))
+        grpo(torch.tensor([[1.0]]), torch.ones(1, 1))
     assert ADVANTAGES["grpo"] is grpo and "ppo_clip_token_mean" in POLICY_LOSSES
     with pytest.raises(ValueError, match="twice"):
         register_advantage("grpo")(lambda r, eps: r)
@@ -78,7 +80,7 @@ def test_config_rejects_unknown_algorithm_names():
 def test_ppo_clip_token_mean_at_ratio_one_is_minus_token_mean_advantage():
     logp = torch.tensor([[-1.0, -2.0, -3.0], [-0.5, -9.0, -9.0]], requires_grad=True)
     mask = torch.tensor([[1, 1, 0], [1, 0, 0]], dtype=torch.bool)
-    adv = torch.tensor([1.0, -0.5])
+    adv = over_tokens(torch.tensor([1.0, -0.5]), mask)
     loss, m = ppo_clip_token_mean(logp, logp.detach(), adv, mask, clip_eps=0.2)
     # 3 completion tokens: A = 1, 1, -0.5 -> loss = -(1 + 1 - 0.5) / 3
     assert loss.item() == pytest.approx(-0.5)
@@ -92,8 +94,8 @@ def test_ppo_clip_binds_only_where_the_clip_removes_the_incentive():
     # ratios 1.5, 1.5, 0.5, 0.5 with A = +1, -1, -1, +1 and eps 0.2
     old = torch.zeros(4, 1)
     logp = torch.log(torch.tensor([[1.5], [1.5], [0.5], [0.5]])).requires_grad_(True)
-    adv = torch.tensor([1.0, -1.0, -1.0, 1.0])
     mask = torch.ones(4, 1, dtype=torch.bool)
+    adv = over_tokens(torch.tensor([1.0, -1.0, -1.0, 1.0]), mask)
     loss, m = ppo_clip_token_mean(logp, old, adv, mask, clip_eps=0.2)
     # per token: max(-A r, -A clip(r)) = [-1.2 (clipped), 1.5, 0.8 (clipped), -0.5]
     assert loss.item() == pytest.approx((-1.2 + 1.5 + 0.8 - 0.5) / 4)
@@ -109,7 +111,7 @@ def test_ppo_clip_higher_and_mask_ignores_padding():
     logp = torch.log(torch.tensor([[1.25, 50.0]]))
     mask = torch.tensor([[1, 0]], dtype=torch.bool)
     old = torch.zeros(1, 2)
-    adv = torch.tensor([2.0])
+    adv = over_tokens(torch.tensor([2.0]), mask)
     sym, m_sym = ppo_clip_token_mean(logp, old, adv, mask, clip_eps=0.2)
     hi, m_hi = ppo_clip_token_mean(logp, old, adv, mask, clip_eps=0.2, clip_eps_high=0.28)
     assert sym.item() == pytest.approx(-2 * 1.2) and m_sym["clip_frac"] == 1.0
@@ -118,6 +120,27 @@ def test_ppo_clip_higher_and_mask_ignores_padding():
         ppo_clip_token_mean(logp, old, torch.tensor([1.0, 2.0]), mask)
     # an empty mask gives 0, not NaN
     z, _ = ppo_clip_token_mean(logp, old, adv, torch.zeros(1, 2, dtype=torch.bool))
+    # [B] advantages are not the loss shape: policy_loss retries a loss that refuses [B, T] with each
+    # completion's mean, for every trainer alike (a loss written for one advantage per completion)
+    seen = []
+
+    def seq_only(logp, old_logp, advantages, mask, **settings):
+        if advantages.dim() != 1:
+            raise ValueError("seq_only: advantages must be [B]")
+        seen.append(advantages)
+        return ppo_clip_token_mean(logp, old_logp, over_tokens(advantages, mask), mask, **settings)
+
+    POLICY_LOSSES["seq_only_test"] = seq_only
+    try:
+        tok_adv = torch.tensor([[3.0, 1.0]]) * mask
+        loss, _, took_tokens = policy_loss("seq_only_test", logp, old, tok_adv, mask, entropy=None, vocab_size=None,
+                                           settings={"clip_eps": 0.2})
+        assert took_tokens == 0.0 and seen[-1].tolist() == [3.0] and loss.item() == pytest.approx(-3 * 1.2)
+        with pytest.raises(ValueError, match="shapes"):        # both tries fail: the first error is raised
+            policy_loss("ppo_clip_token_mean", logp, old, torch.ones(1, 3), mask, entropy=None, vocab_size=None,
+                        settings={})
+    finally:
+        del POLICY_LOSSES["seq_only_test"]
     assert z.item() == 0.0
 
 
@@ -162,7 +185,7 @@ def _params(model):
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
-def test_policy_update_moves_weights_toward_positive_advantage(tiny):
+def test_policy_step_moves_weights_toward_positive_advantage(tiny):
     _, tok = tiny
     model = build_model(ModelConfig(), tok, seed=1)
     cfg = RLConfig(lr=1e-3)
@@ -177,11 +200,11 @@ def test_policy_update_moves_weights_toward_positive_advantage(tiny):
 
     # all-zero advantages: no step, weights unchanged
     p0 = _params(model)
-    m = policy_update(model, opt, batch, torch.zeros(2), cfg)
+    m = policy_step(model, opt, batch, torch.zeros(mask.shape), cfg)
     assert m["updated"] == 0.0 and m["grad_norm"] == 0.0 and m["loss"] == 0.0
     assert all(torch.equal(p0[k], v) for k, v in model.named_parameters())
 
-    m = policy_update(model, opt, batch, torch.tensor([1.0, -1.0]), cfg)
+    m = policy_step(model, opt, batch, over_tokens(torch.tensor([1.0, -1.0]), mask), cfg)
     assert m["updated"] == 1.0 and m["grad_norm"] > 0 and m["clip_frac"] == 0.0 and m["entropy"] > 0
     assert m["adv_abs_token_mean"] == pytest.approx(1.0)
     changed = [k for k, v in model.named_parameters() if not torch.equal(p0[k], v)]

@@ -13,10 +13,10 @@ import textwrap
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.rl.config import RLConfig
-from stages.rl.data import RLPrompt
-from stages.rl.engine import train
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.rl.config import RLConfig
+from compass.rl.data import RLPrompt
+from compass.rl.engine import train
 
 V = json.dumps({"type": "test"})
 
@@ -118,10 +118,10 @@ def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensor
 RUN = textwrap.dedent('''
     import json, os, signal, sys, torch
     torch.set_num_threads(1)
-    from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-    from stages.rl.config import RLConfig
-    from stages.rl.data import RLPrompt
-    from stages.rl.engine import train
+    from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+    from compass.rl.config import RLConfig
+    from compass.rl.data import RLPrompt
+    from compass.rl.engine import train
     from safetensors.torch import save_file
     state_dir, out, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tok = build_tokenizer("")

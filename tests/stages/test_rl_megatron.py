@@ -24,15 +24,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tok():
-    from stages.common.model_factory import build_tokenizer
-    from stages.common.model_config import TokenizerConfig
+    from compass.lm.model_factory import build_tokenizer
+    from compass.lm.model_config import TokenizerConfig
     return build_tokenizer(TEXT, TokenizerConfig(vocab_size=300, min_frequency=1))
 
 
 @pytest.fixture(scope="module")
 def hf_model(tok):
-    from stages.common.model_config import ModelConfig
-    from stages.common.model_factory import build_model
+    from compass.lm.model_config import ModelConfig
+    from compass.lm.model_factory import build_model
     cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
                       intermediate_size=128, num_experts=4, experts_per_token=2, expert_size=32, max_positions=128)
     model = build_model(cfg, tok, seed=0)
@@ -49,7 +49,7 @@ def hf_model(tok):
 @pytest.fixture(scope="module")
 def batch(tok):
     """Right-padded teacher-forcing batch (as build_batch makes it) of 4 sequences of different lengths."""
-    from stages.rl.engine import build_batch
+    from compass.rl.batch import build_batch
     g = torch.Generator().manual_seed(1)
     lo = len(tok.all_special_ids)
     prefixes = [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (5, 3, 7, 4)]
@@ -57,14 +57,20 @@ def batch(tok):
     return build_batch(prefixes, completions, tok.pad_token_id)
 
 
+def per_token(adv, batch, shift=1):
+    """``[B]`` per-completion advantages over the completion tokens: ``[B, L-1]`` (the estimators' shape)."""
+    from compass.rl.advantages import over_tokens
+    return over_tokens(adv, batch["completion_mask"][:, shift:])
+
+
 def rl_cfg(**over):
-    from stages.rl.config import RLConfig
+    from compass.rl.config import RLConfig
     return RLConfig(**{"lr": 1e-3, "weight_decay": 0.01, "max_grad_norm": 1.0, **over})
 
 
 def make_trainer(model, **over):
-    from stages.rl.trainer import TRAINER_BACKENDS
-    import stages.rl.trainer_megatron  # noqa: F401  (registers "megatron")
+    from compass.rl.trainer import TRAINER_BACKENDS
+    import compass.rl.trainer_megatron  # noqa: F401  (registers "megatron")
     return TRAINER_BACKENDS["megatron"](model, rl_cfg(**over))
 
 
@@ -119,7 +125,7 @@ class forced_hf_routes:
 
 
 def hf_token_logprobs(model, batch):
-    from stages.rl.engine import token_logprobs
+    from compass.lm.policy_forward import token_logprobs
     with torch.no_grad():
         return token_logprobs(model, batch["input_ids"], batch["attention_mask"])
 
@@ -134,7 +140,7 @@ def max_abs_valid(a, b, batch):
 # -- tests --------------------------------------------------------------------------------
 
 def test_conversion_round_trip_exact(hf_model):
-    from stages.rl.megatron_convert import fuse_qkv, hf_to_megatron, megatron_to_hf, split_qkv
+    from compass.lm.megatron_convert import fuse_qkv, hf_to_megatron, megatron_to_hf, split_qkv
     sd = hf_model.state_dict()
     mg = hf_to_megatron(sd, hf_model.config)
     assert mg["decoder.layers.0.self_attention.linear_qkv.weight"].shape == ((4 + 2 * 2) * 32, 64)
@@ -223,7 +229,7 @@ def test_router_gets_gradient_under_replay(hf_model, batch):
         lp, _ = tr._token_logprobs(batch, 1.0)
         (lp * mask).sum().backward()
     ref = copy.deepcopy(hf_model)
-    from stages.rl.engine import token_logprobs
+    from compass.lm.policy_forward import token_logprobs
     with forced_hf_routes(ref, forced):
         ref_lp, _ = token_logprobs(ref, batch["input_ids"], batch["attention_mask"])
         (ref_lp * mask).sum().backward()
@@ -234,22 +240,22 @@ def test_router_gets_gradient_under_replay(hf_model, batch):
 
 @pytest.mark.parametrize("loss", ["ppo_clip_token_mean", "espo"])
 def test_update_matches_torch_reference(hf_model, batch, loss):
-    from stages.rl.engine import policy_update
-    """Same loss, gradient norm and new weights as ``engine.policy_update`` on the HF model.
+    """Same loss, gradient norm and new weights as ``trainer_torch.policy_step`` on the HF model.
 
     Gradients agree to ~3e-7 absolute; AdamW's first step is ``lr * g / (|g| + eps)``, so an
     element whose gradient is itself ~1e-7 can move differently by up to ~lr: at lr 1e-4 that is a
     handful of the 137k elements, hence max <= 1e-5 and all but 1e-4 of them within 1e-7."""
+    from compass.rl.trainer_torch import policy_step
     cfg = rl_cfg(policy_loss=loss, lr=1e-4)
     tr = make_trainer(hf_model, policy_loss=loss, lr=1e-4)
-    adv = torch.tensor([1.0, -0.5, 0.25, -1.0])
+    adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0]), batch)
     old_logp, _ = tr.logprobs(batch)
     m = tr.update(batch, adv, old_logp, cfg)
     assert m["updated"] == 1.0 and m["grad_norm"] > 0 and m["routes_replayed"] == 0.0
 
     ref = copy.deepcopy(hf_model)
     opt = torch.optim.AdamW(ref.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    rm = policy_update(ref, opt, batch, adv, cfg)
+    rm = policy_step(ref, opt, batch, adv, cfg)
     assert abs(m["loss"] - rm["loss"]) < 1e-5 and abs(m["grad_norm"] - rm["grad_norm"]) < 1e-4 * rm["grad_norm"]
     ref_sd, out = ref.state_dict(), tr.hf_state_dict()
     moved = max(float((ref_sd[k] - hf_model.state_dict()[k]).abs().max()) for k in ref_sd)
@@ -262,8 +268,8 @@ def test_update_matches_torch_reference(hf_model, batch, loss):
 def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model, batch):
     """Two steps of the megatron and torch trainers, both replaying a perturbed model's routes, with
     per-token advantages and DAPO clip-higher: same metrics and weights."""
-    from stages.rl.trainer import TRAINER_BACKENDS
-    import stages.rl.trainer_torch  # noqa: F401
+    from compass.rl.trainer import TRAINER_BACKENDS
+    import compass.rl.trainer_torch  # noqa: F401
     other = copy.deepcopy(hf_model)
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():
@@ -276,14 +282,14 @@ def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model,
     ref = TRAINER_BACKENDS["torch"](copy.deepcopy(hf_model), cfg)
     L1 = batch["input_ids"].shape[1] - 1
     for adv in (torch.linspace(-1, 1, 4).unsqueeze(1) * torch.linspace(0.5, 1.5, L1).unsqueeze(0),
-                torch.tensor([0.7, -0.2, -1.0, 0.4])):
+                per_token(torch.tensor([0.7, -0.2, -1.0, 0.4]), batch)):
         old_m, _ = mg.logprobs(batch, routes=routes)
         old_t, _ = ref.logprobs(batch, routes=routes)
         assert max_abs_valid(old_m, old_t, batch) <= 1e-5
         m = mg.update(batch, adv, old_m, cfg, routes=routes)
         r = ref.update(batch, adv, old_t, cfg, routes=routes)
         assert m["updated"] == r["updated"] == 1.0 and m["routes_replayed"] == 1.0
-        assert m["token_advantages"] == float(adv.dim() == 2)
+        assert m["token_advantages"] == 1.0                   # the loss took the [B, T] advantages
         for k in ("loss", "entropy", "adv_abs_token_mean", "clip_frac", "approx_kl"):
             assert abs(m[k] - r[k]) <= 1e-5, k
         assert abs(m["grad_norm"] - r["grad_norm"]) <= 1e-4 * r["grad_norm"]
@@ -294,21 +300,23 @@ def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model,
 
 
 def test_update_edge_cases(hf_model, batch, monkeypatch):
-    from stages.rl import losses
+    from compass.rl import losses
     tr = make_trainer(hf_model)
     old_logp, _ = tr.logprobs(batch)
     before = tr.hf_state_dict()
-    m0 = tr.update(batch, torch.zeros(4), old_logp, rl_cfg())          # no signal: no step
+    m0 = tr.update(batch, per_token(torch.zeros(4), batch), old_logp, rl_cfg())          # no signal: no step
     assert m0["updated"] == 0.0 and m0["grad_norm"] == 0.0 and tr.steps == 0
     assert all(torch.equal(before[k], v) for k, v in tr.hf_state_dict().items())
     # a loss that takes one advantage per sequence gets the per-sequence mean of token advantages
     seen = []
 
-    def seq_only(logp, old_logp, advantages, mask, *, clip_eps=0.2):
+    def seq_only(logp, old_logp, advantages, mask, *, entropy=None, vocab_size=None, clip_eps=0.2,
+                 clip_eps_high=None):
         if advantages.dim() != 1:
             raise ValueError("seq_only: advantages must be [B]")
         seen.append(advantages.clone())
-        return losses.ppo_clip_token_mean(logp, old_logp, advantages, mask, clip_eps=clip_eps)
+        return losses.ppo_clip_token_mean(logp, old_logp, per_token(advantages, {"completion_mask": mask}, 0),
+                                          mask, clip_eps=clip_eps)
 
     monkeypatch.setitem(losses.POLICY_LOSSES, "seq_only_test", seq_only)
     mask = batch["completion_mask"][:, 1:].float()
@@ -321,7 +329,7 @@ def test_update_edge_cases(hf_model, batch, monkeypatch):
 
 def test_resume_exact(hf_model, batch):
     cfg = rl_cfg()
-    adv1, adv2 = torch.tensor([1.0, -0.5, 0.25, -1.0]), torch.tensor([-0.3, 0.8, -1.0, 0.5])
+    adv1, adv2 = (per_token(torch.tensor(a), batch) for a in ([1.0, -0.5, 0.25, -1.0], [-0.3, 0.8, -1.0, 0.5]))
     routes = hf_record_routes(hf_model, batch)
 
     def step(tr, adv):

@@ -1,4 +1,4 @@
-"""Ray actors around the RL engine's backends (``stages/rl/rollout_ray.py``, ``trainer_ray.py``):
+"""Ray actors around the RL engine's backends (``compass/rl/rollout_ray.py``, ``trainer_ray.py``):
 real Ray on loopback, the world's tiny Qwen3-MoE, every result compared with the same backend
 run in this process."""
 from __future__ import annotations
@@ -10,20 +10,21 @@ import numpy as np
 import pytest
 import torch
 
-from stages.common.lm import chat_prefix
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.rl import ray_cluster
-from stages.rl.config import RLConfig
-from stages.rl.engine import build_batch
-from stages.rl.ray_cluster import ensure_ray
-from stages.rl.rollout import SamplingParams
-from stages.rl.rollout_hf import HfRollout
-from stages.rl.rollout_ray import RayRolloutPool, plan_shards, shard_seed
-from stages.rl.router_replay import record_routes
-from stages.rl.trainer_ray import RayTrainer
-from stages.rl.trainer_torch import TorchTrainer
+from compass.lm.chat import chat_prefix
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.rl import ray_cluster
+from compass.rl.config import RLConfig
+from compass.rl.advantages import over_tokens
+from compass.rl.batch import build_batch
+from compass.rl.ray_cluster import ensure_ray
+from compass.rl.rollout import SamplingParams
+from compass.rl.rollout_hf import HfRollout
+from compass.rl.rollout_ray import RayRolloutPool, plan_shards, shard_seed
+from compass.rl.router_replay import record_routes
+from compass.rl.trainer_ray import RayTrainer
+from compass.rl.trainer_torch import TorchTrainer
 
-import ray  # noqa: I001  (after stages.rl.ray_cluster, which sets Ray's environment)
+import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
 TEXTS = ["1+1=?", "Name three prime numbers below twenty, then add them.", "hi",
          "What is 12 times 7?", "Sort 3, 1, 2."]                  # different lengths: LPT has work to do
@@ -151,7 +152,8 @@ def _batch(tok, prompts):
 
 
 def test_ray_trainer_matches_an_in_process_torch_trainer(ray_up, model, tok, prompts, pool):
-    batch, adv = _batch(tok, prompts), torch.tensor([1.0, -1.0, 0.5, -0.5])
+    batch = _batch(tok, prompts)
+    adv = over_tokens(torch.tensor([1.0, -1.0, 0.5, -0.5]), batch["completion_mask"][:, 1:])
     with threads(1):
         local = TorchTrainer(copy.deepcopy(model), CFG)
     remote = RayTrainer("torch", model, CFG, threads=1)
@@ -221,8 +223,8 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
     """The engine driving Ray actors: one rollout worker + a trainer actor reproduces the in-process run
     exactly (one worker keeps the sampling seed); two workers train and leave the trained weights in the
     driver's model."""
-    from stages.rl.data import RLPrompt
-    from stages.rl.engine import train
+    from compass.rl.data import RLPrompt
+    from compass.rl.engine import train
     import json
     v = json.dumps({"type": "test"})
     prompts = [RLPrompt(f"p{i}", t, "x", v, "math", "a") for i, t in enumerate(TEXTS)]

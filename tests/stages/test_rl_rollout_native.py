@@ -1,4 +1,4 @@
-"""The ``native`` rollout backend (stages/rl/rollout_native.py) against transformers on the same weights."""
+"""The ``native`` rollout backend (compass/rl/rollout_native.py) against transformers on the same weights."""
 from __future__ import annotations
 
 import contextlib
@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.rl.engine import build_batch, resolve_rollout_backend, routes_batch
-from stages.rl.policy_forward import token_logprobs
-from stages.rl.rollout import SamplingParams
-from stages.rl.rollout_native import NativeRollout, _sample, decode, pack, unsupported
-from stages.rl.router_replay import record_routes
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.rl.batch import build_batch, routes_batch
+from compass.rl.engine import resolve_rollout_backend
+from compass.lm.policy_forward import token_logprobs
+from compass.rl.rollout import SamplingParams
+from compass.rl.rollout_native import NativeRollout, _sample, decode, pack, unsupported
+from compass.rl.router_replay import record_routes
 
 PROMPTS = ["What is 12 + 7?", "Name a colour.", "Write the word tea three times, please."]
 
@@ -24,7 +25,7 @@ def tok():
 
 
 def prefixes(tok):
-    from stages.common.lm import chat_prefix
+    from compass.lm.chat import chat_prefix
     return [tok(chat_prefix(tok, p), add_special_tokens=False)["input_ids"] for p in PROMPTS]
 
 
@@ -159,7 +160,7 @@ def test_unsupported_models_are_named_and_auto_falls_back_to_hf(tok):
 def test_shared_prefix_training_forward_matches_transformers_with_gradients(tok):
     """token_logprobs(only=...) runs each distinct prompt once (qwen3_native.shared_prefix_hidden):
     same log-probs, entropies and parameter gradients as transformers' forward of the padded batch."""
-    import stages.rl.policy_forward as pf
+    import compass.lm.policy_forward as pf
     model = build_model(ModelConfig(), tok, seed=9)
     g = torch.Generator().manual_seed(0)
     lo = len(tok.all_special_ids)

@@ -1,4 +1,4 @@
-"""Router Replay (stages/rl/router_replay.py) on tiny Qwen3-MoE models (hidden 64, 2 layers, 4 experts top-2).
+"""Router Replay (compass/rl/router_replay.py) on tiny Qwen3-MoE models (hidden 64, 2 layers, 4 experts top-2).
 
 The reference for replay is a hand-written MoE block (router softmax, forced experts, per-expert
 SwiGLU from the fused weights) patched in place of transformers' block: it shares no code with
@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from stages.rl.router_replay import (completion_routes, find_routers, generate_with_routes, record_routes,
+from compass.rl.router_replay import (completion_routes, find_routers, generate_with_routes, record_routes,
                                      replay_routes, route_mismatch_rate, routing_agreement, stack_routes)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +146,7 @@ def test_routes_recorded_during_generate_equal_teacher_forced_routes(models):
     assert route_mismatch_rate(routes, tf, valid) == 0.0
 
     # per completion (left pads stripped) -> a right-padded trainer batch: still the trainer's own routes
-    from stages.rl.engine import build_batch
+    from compass.rl.batch import build_batch
     prefixes, comps, per = [], [], []
     for r in range(rows):
         pad = width - lens[r // n]
@@ -285,7 +285,7 @@ def test_routing_agreement_counts_sets_and_ignores_unrecorded_rows():
 # -- the benchmark's quick mode --------------------------------------------------------
 
 def test_bench_router_replay_quick_mode_prints_headline_json():
-    proc = subprocess.run([sys.executable, "-c", "import sys; from compass.cli import main; "
+    proc = subprocess.run([sys.executable, "-c", "import sys; from compass.cli.main import main; "
                            "sys.exit(main(['bench', 'router-replay', '--quick', '--threads', '1']))"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COMPASS_PROGRESS": "0", "OMP_NUM_THREADS": "1"})

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from stages.common.model_config import ModelConfig, TokenizerConfig
-from stages.common.model_factory import build_model, build_tokenizer
-from stages.rl.rollout import ROLLOUT_BACKENDS, Completion, SamplingParams
-from stages.rl.rollout_vllm import PYTHON_ENV_VAR, VllmEnvMissing, VllmRollout, vllm_python
+from compass.lm.model_config import ModelConfig, TokenizerConfig
+from compass.lm.model_factory import build_model, build_tokenizer
+from compass.rl.rollout import ROLLOUT_BACKENDS, Completion, SamplingParams
+from compass.rl.rollout_vllm import PYTHON_ENV_VAR, VllmEnvMissing, VllmRollout, vllm_python
 
 TEXTS = ["the quick brown fox jumps over the lazy dog 12345", "what is 2 + 3 ? answer: 5",
          "hello world, compass rl test"] * 20
@@ -41,7 +41,7 @@ def _policy():
 
 
 def _prompts(tok) -> list[list[int]]:
-    from stages.common.lm import chat_prefix
+    from compass.lm.chat import chat_prefix
     return [tok(chat_prefix(tok, p), add_special_tokens=False)["input_ids"]
             for p in ("what is 2 + 3 ?", "hello", "the quick brown fox jumps over the lazy dog")]
 

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pytest
 import torch
 
-from stages.common.model_factory import (
+from compass.lm.model_factory import (
     ModelConfig,
     build_model,
     build_tokenizer,
 )
-from stages.common.runner import StageInputError
-from stages.common.store import ArtifactStore
+from compass.runtime.runner import StageInputError
+from compass.store.store import ArtifactStore
 from stages.sft import stage as sft
 from stages.sft.config import SFTConfig
 from tests.stages.helpers import MATH_VERIFIER, commit_checkpoint, commit_table

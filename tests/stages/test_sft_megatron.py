@@ -8,8 +8,8 @@ import warnings
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.sft.train import make_sft_backend, padded_loss_sum, supervised_count, train_sft
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.lm.sft.train import make_sft_backend, padded_loss_sum, supervised_count, train_sft
 from tests.stages.helpers import sum_sft_samples
 
 warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
@@ -31,7 +31,7 @@ def _grads(named_params) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("packing", [True, False])
 def test_megatron_loss_and_gradients_equal_per_sample_transformers(tok, packing):
-    from stages.rl.megatron_convert import megatron_to_hf
+    from compass.lm.megatron_convert import megatron_to_hf
     model = build_model(ModelConfig(), tok, seed=3)
     samples = _samples(tok, 12)
     n = supervised_count(samples)
@@ -108,8 +108,8 @@ def test_megatron_backend_refuses_a_model_it_cannot_convert(tok):
 def test_sft_stage_refuses_megatron_for_such_a_model_before_any_work(tok, tmp_path, monkeypatch):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from stages.common.runner import StageInputError
-    from stages.common.store import ArtifactStore
+    from compass.runtime.runner import StageInputError
+    from compass.store.store import ArtifactStore
     from stages.sft import stage as sft
     from stages.sft.config import SFTConfig
     from tests.stages.helpers import commit_checkpoint, commit_table

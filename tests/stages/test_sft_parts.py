@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.common.holdout import is_held_out, split_holdout
-from stages.sft.packing import IGNORE, efficiency, pack_samples, segment_mask, to_tensors
-from stages.sft.schedule import lr_at
-from stages.sft.train import packed_loss_sum, padded_loss_sum, supervised_count, train_sft
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.lm.holdout import is_held_out, split_holdout
+from compass.lm.sft.packing import IGNORE, efficiency, pack_samples, segment_mask, to_tensors
+from compass.lm.sft.schedule import lr_at
+from compass.lm.sft.train import packed_loss_sum, padded_loss_sum, supervised_count, train_sft
 from tests.stages.helpers import sum_sft_samples
 
 log = logging.getLogger("test.sft")

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 import torch
 
-from stages.common.model_factory import ModelConfig, build_model, build_tokenizer
-from stages.common.store import ArtifactStore
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.store.store import ArtifactStore
 from tests.stages.helpers import commit_checkpoint, commit_table
 from tests.stages.test_sft import _arith_samples
 
@@ -22,10 +22,10 @@ from tests.stages.test_sft import _arith_samples
 RUN = textwrap.dedent('''
     import functools, json, os, signal, sys, torch
     torch.set_num_threads(1)
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.sft import stage
     from stages.sft.config import SFTConfig
-    from stages.common.logs import setup_logging
+    from compass.logs import setup_logging
     setup_logging()
     store_dir, kill_at, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     store = ArtifactStore(store_dir)

@@ -6,9 +6,9 @@ import re
 import pytest
 
 from artifacts_schema.tables import conform
-from stages.common.store import ArtifactStore
+from compass.store.store import ArtifactStore
 from stages.evaluation.config import EvalConfig
-from stages.gym.provisional import score
+from compass.gym.score import score
 from stages.world import stage as world
 from stages.world.build import build_world
 from stages.world.suites.arithmetic import LEVELS
@@ -124,7 +124,7 @@ def test_preference_labels_match_the_verifier(world_arts):
 
 def test_teacher_traces_fit_the_default_eval_budget(world_arts):
     """A correct answer must be reachable within evaluation's default max_new_tokens (eos included)."""
-    from stages.common.model_factory import load_checkpoint
+    from compass.lm.model_factory import load_checkpoint
     _, tok = load_checkpoint(world_arts["base"].local_dir())
     longest = max(len(tok(r, add_special_tokens=False)["input_ids"])
                   for r in world_arts["raw_sft"].read_table().column("response").to_pylist())
@@ -132,7 +132,7 @@ def test_teacher_traces_fit_the_default_eval_budget(world_arts):
 
 
 def test_base_checkpoint_loads_and_tokenizes_the_corpus(world_arts, world_config):
-    from stages.common.model_factory import load_checkpoint
+    from compass.lm.model_factory import load_checkpoint
     model, tok = load_checkpoint(world_arts["base"].local_dir())
     assert sum(p.numel() for p in model.parameters()) == world_arts["base"].manifest.extra["params"]
     assert model.config.hidden_size == world_config.model.hidden_size

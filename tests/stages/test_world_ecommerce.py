@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from stages.gym.mcq import extract_choice
-from stages.gym.provisional import is_judged, needs_reference, score
-from stages.gym.title_judge import _find, _fold
+from compass.gym.mcq_choice.extract import extract_choice
+from compass.gym.score import is_judged, needs_reference, score
+from compass.gym.verifiers.title_rules import _find, _fold
 from stages.world.build import ItemFactory, build_world
 from stages.world.suites import get_suite
 from stages.world.suites.catalog import (ADJECTIVES, BRANDS, CATEGORIES, COLORS, DEPARTMENTS, LANGUAGES, MATERIALS,
@@ -130,7 +130,7 @@ def test_no_template_run_reaches_the_leak_ngram(lang):
     grams (a noun, a category at one option letter) stay in a small share of the prompts."""
     from collections import Counter
 
-    from stages.data_filter.text import ngram_tokens
+    from compass.dedup.text import ngram_tokens
 
     def _grams(text: str, n: int = 13) -> set[tuple[str, ...]]:
         toks = ngram_tokens(text)
@@ -161,7 +161,7 @@ def test_catalog_covers_every_language():
 
 def test_unspaced_catalog_words_are_shorter_than_the_leak_ngram():
     """Thai and Chinese count one n-gram token per character: a word of 13 would be a 13-gram."""
-    from stages.data_filter.text import ngram_tokens
+    from compass.dedup.text import ngram_tokens
     for lang in ("th", "zh-TW"):
         for w in _catalog_words(lang) + PROMO_PHRASES[lang]:
             assert len(ngram_tokens(w)) <= 12, (lang, w)
@@ -236,7 +236,7 @@ def test_world_preference_pairs_have_ties_and_gaps(ecommerce_world):
 
 
 def test_data_filter_quarantines_exactly_the_planted_rows(ecommerce_world, tmp_path):
-    from stages.common.store import ArtifactStore
+    from compass.store.store import ArtifactStore
     from stages.data_filter import stage as data_filter
     from stages.data_filter.config import DataFilterConfig
     from tests.stages.helpers import commit_table

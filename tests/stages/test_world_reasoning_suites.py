@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from stages.gym.provisional import final_answer, score
+from compass.gym.score import final_answer, score
 from stages.world.build import ItemFactory, build_world
 from stages.world.suites import LANGUAGES, get_suite
 from tests.stages.conftest import small_world_config
@@ -145,7 +145,7 @@ def test_world_rows_verify(world):
 
 
 def test_world_answers_fit_the_token_budget(world):
-    from stages.common.model_factory import build_tokenizer
+    from compass.lm.model_factory import build_tokenizer
     cfg, w = world
     tok = build_tokenizer(w.texts(), cfg.tokenizer)
     lengths = defaultdict(list)

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from stages.common.named_registry import Registry
+from compass.registry import Registry
 from stages.world.items import Item
 
 LANGUAGES = ("en", "zh-TW", "id", "vi", "th", "pt", "ms")

@@ -21,7 +21,7 @@ from stages.world.suites.catalog import (BRANDS, CATEGORIES, COLORS, DEPARTMENT_
 LETTERS = "ABCD"
 MCQ_VERIFIER = verifier_spec("mcq")
 # "The answer is B." in each language: a second correct response in other words,
-# which the mcq verifier must read (stages/gym/mcq.py: extract_choice).
+# which the mcq verifier must read (compass/gym/mcq_choice/extract.py: extract_choice).
 ANSWER_PHRASES = {
     "en": "The answer is {letter}.",
     "zh-TW": "答案是 {letter}。",

@@ -4,7 +4,7 @@
 the (non-thinking) teacher writes a few short sentences about the topic from
 per-language sentence frames, shaped by the instructions (title, bullets,
 highlights, postscript, end phrase, case, quotes, JSON). The verifier spec
-uses IFEval's instruction ids and kwargs (``stages/gym/ifeval_rules.py``);
+uses IFEval's instruction ids and kwargs (``compass/gym/instructions/ifeval.py``);
 difficulty 1..5 is the number of instructions, not counting
 ``language:response_language``, which every non-English item carries. Every teacher response is checked by
 the verifier before it is used (langdetect is unreliable on short texts, so
@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass, replace
 
-from stages.gym.ifeval_rules import count_words, followed
+from compass.gym.instructions.ifeval import count_words, followed
 from stages.world.items import Item, verifier_spec
 from stages.world.suites import Suite, register_suite
 

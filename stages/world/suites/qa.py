@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from stages.gym.qa_match import normalize_answer
+from compass.gym.verifiers.qa import normalize_answer
 from stages.world.items import Item, verifier_spec
 from stages.world.suites import Suite, register_suite
 

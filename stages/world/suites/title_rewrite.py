@@ -1,8 +1,9 @@
 """``title_rewrite`` (ecommerce): rewrite a messy seller title into a clean one, same language.
 
-Open-ended, so judged: the verifier spec is ``genrm`` (stages/gym/title_judge.py)
-with the criteria for the GenRM judge and the rules its offline fallback
-checks (``must_keep`` brand and noun, ``banned`` seller spam, ``max_chars``).
+Open-ended, so judged: the verifier spec is ``title_rules``
+(compass/gym/verifiers/title_rules.py) with the criteria for the GenRM judge
+and the rules checked without one (``must_keep`` brand and noun, ``banned``
+seller spam, ``max_chars``).
 The (non-thinking) teacher writes the clean title in the language's word
 order; ``alt`` is another acceptable rewrite (a true tie), ``wrong`` keeps the
 stuffing or drops the brand (a known quality gap).
@@ -68,8 +69,8 @@ def make_title_rewrite(rng: random.Random, item_id: str, level: int, lang: str) 
     parts = {"brand": rng.choice(BRANDS), "noun": noun, "adj": pick_adjective(rng, lang, noun),
              "model": rng.choice(MODELS), "color": rng.choice(sorted(COLORS)) if has_attributes(cat, idx) else None}
     clean = render_title(lang, **parts)
-    spec = verifier_spec("genrm", criteria=CRITERIA, must_keep=[parts["brand"], noun], banned=PROMO_PHRASES[lang],
-                         max_chars=MAX_CHARS)
+    spec = verifier_spec("title_rules", criteria=CRITERIA, must_keep=[parts["brand"], noun],
+                         banned=PROMO_PHRASES[lang], max_chars=MAX_CHARS)
     prompt = f"{INSTRUCTIONS[lang]}\n{messy_title(rng, lang, parts, cat, level)}"
     return Item(item_id, "ecommerce", "title_rewrite", lang, prompt, clean, spec, level, clean,
                 {"parts": parts, "category": cat})

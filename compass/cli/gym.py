@@ -1,0 +1,152 @@
+"""``compass gym score VERIFIER IN.jsonl OUT.jsonl``: score a JSONL file row by row (docs/gym.md).
+
+OUT has the input's rows in the same order, each with the verifier's fields
+added. A line that is not UTF-8, not JSON or not an object becomes
+``{"line": N, "error": ..., "score": 0.0}``; a row the verifier cannot
+score keeps its fields and gains ``error``. OUT is written to a temporary
+file and renamed at the end, so a failed run leaves no half-written file.
+A summary (rows, mean score, errors by reason) goes to stderr; usage errors
+are one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+
+
+def add_gym_parser(sub) -> argparse.ArgumentParser:
+    g = sub.add_parser("gym", help="Compass-Gym verifiers: score a JSONL file",
+                       description="Compass-Gym: verifiable rewards (docs/gym.md).")
+    gsub = g.add_subparsers(dest="gym_command", required=True)
+    s = gsub.add_parser("score", help="score IN.jsonl with a verifier, writing OUT.jsonl",
+                        description="Score every row of IN.jsonl; OUT.jsonl gets the same rows in the same order "
+                                    "with the verifier's fields added. VERIFIER is a verifier's name, as verifier specs "
+                                    "name it (docs/gym.md lists them).")
+    s.add_argument("verifier")
+    s.add_argument("input", metavar="IN.jsonl")
+    s.add_argument("output", metavar="OUT.jsonl")
+    s.add_argument("--workers", type=int, default=None,
+                   help="scoring processes (default: CPU cores; 1 without --timeout scores in this process)")
+    s.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds a row may take before it gets error 'timeout' and the verifier's error score "
+                        "(default 30 with workers)")
+    s.add_argument("--judge", metavar="CKPT", help="genrm (a learned judge): the GenRM checkpoint directory")
+    s.add_argument("--swap-check", action="store_true", help="genrm: ask twice with positions swapped")
+    s.add_argument("--max-new-tokens", type=int, default=256, help="genrm: judge generation budget")
+    return g
+
+
+def read_rows(path: str):
+    """Yield ``(line_no, row_or_None, error_or_None)`` for each non-blank line of a JSONL file."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield n, None, f"invalid UTF-8 at byte {e.start}"
+                continue
+            try:
+                row = json.loads(text)
+            except (ValueError, RecursionError) as e:
+                yield n, None, f"malformed JSON ({str(e)[:120]})"
+                continue
+            if not isinstance(row, dict):
+                yield n, None, f"a row must be a JSON object, got {type(row).__name__}"
+                continue
+            yield n, row, None
+
+
+def _bad_line(n: int, error: str) -> dict:
+    return {"line": n, "error": error, "score": 0.0}
+
+
+def _score_rows(verifier: str, items: list, workers: int | None, timeout: float | None) -> list[dict]:
+    from compass.progress import progress
+    from compass.gym.rows import merge_fields, score_row
+    todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
+    out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
+    if workers == 1 and timeout is None:     # in this process: no deadline to enforce
+        for i, row in progress(todo, desc=f"gym {verifier}", unit="row"):
+            out[i] = score_row(verifier, row)
+        return out
+    from compass.gym.service import DEFAULT_TIMEOUT_S, RewardService
+    with RewardService(workers, default_timeout_s=timeout or DEFAULT_TIMEOUT_S) as svc:
+        futures = [(i, row, svc.submit(verifier, row)) for i, row in todo]
+        for i, row, fut in progress(futures, desc=f"gym {verifier}", unit="row"):
+            res = fut.result()
+            out[i] = merge_fields(row, {**res.fields, "score": res.score, "error": res.error})
+    return out
+
+
+def _judge_rows(verifier, args, items: list) -> list[dict]:
+    """A learned judge's rows: all at once through the checkpoint ``--judge`` names."""
+    from compass.gym.rows import merge_fields
+    todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
+    out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
+    fields, counters = verifier.judge_rows([row for _, row in todo], judge=args.judge,
+                                           max_new_tokens=args.max_new_tokens, swap_check=args.swap_check)
+    for (i, row), added in zip(todo, fields):
+        out[i] = merge_fields(row, added)
+    print(f"judge: {json.dumps(counters)}", file=sys.stderr)
+    return out
+
+
+def _dumps(row: dict) -> str:
+    """One JSONL line: text as is, unless it holds lone surrogates (not UTF-8), then \\u escapes."""
+    text = json.dumps(row, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(row, ensure_ascii=True)
+    return text
+
+
+def _reason(error: str) -> str:
+    """An error's kind for the summary: its text before any detail in parentheses or after a colon."""
+    return str(error).split(" (")[0].split(": ")[0][:60]
+
+
+def run_gym(args) -> int:
+    if args.gym_command != "score":
+        return 2
+    from compass.gym.registry import get_verifier
+    try:
+        verifier = get_verifier(args.verifier)
+    except ValueError as e:                  # unknown, or an old name: the message names the right one
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if verifier.needs_judge and not args.judge:
+        print(f"error: {args.verifier} needs --judge CKPT (a GenRM checkpoint directory)", file=sys.stderr)
+        return 2
+    if not os.path.isfile(args.input):
+        print(f"error: no such input file: {args.input}", file=sys.stderr)
+        return 2
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
+        print(f"error: cannot write the output file in {out_dir}", file=sys.stderr)
+        return 2
+    if args.workers is not None and args.workers < 1:
+        print("error: --workers must be >= 1", file=sys.stderr)
+        return 2
+    items = list(read_rows(args.input))
+    rows = _judge_rows(verifier, args, items) if verifier.needs_judge else \
+        _score_rows(args.verifier, items, args.workers, args.timeout)
+    tmp = f"{args.output}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(_dumps(row) + "\n")
+        os.replace(tmp, args.output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    errors = Counter(_reason(r["error"]) for r in rows if r.get("error"))
+    mean = sum(r["score"] for r in rows) / len(rows) if rows else 0.0
+    print(f"scored {len(rows)} rows with '{args.verifier}': mean score {mean:.4f}, "
+          f"{sum(errors.values())} errors {dict(errors) if errors else ''} -> {args.output}", file=sys.stderr)
+    return 0

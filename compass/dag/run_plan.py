@@ -1,0 +1,93 @@
+"""Turn a pipeline config plus user choices into the concrete list of stage calls."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compass.store.store import Artifact, ArtifactStore
+from compass.dag.config import PipelineConfig
+from compass.dag.pipeline import PIPELINE, Node, plan
+
+
+@dataclass
+class RunPlan:
+    store: str
+    store_options: dict
+    steps: list[Node]
+    configs: dict[str, dict]                 # run name -> stage config (JSON-able)
+    provided: dict[str, str] = field(default_factory=dict)  # artifact name -> URI
+    made: dict[str, str] = field(default_factory=dict)      # artifact name -> URI, filled as steps finish
+
+    def inputs_for(self, node: Node) -> dict[str, str]:
+        """Input slot -> URI: what the user provided wins over what an earlier step made."""
+        return {slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()}
+
+    def record(self, node: Node, outputs: dict[str, str]) -> None:
+        """Note a finished step's outputs (slot -> URI) under their artifact names."""
+        self.made.update({node.outputs[slot]: uri for slot, uri in outputs.items()})
+
+
+def _output_kinds() -> dict[str, str]:
+    """artifact name -> the kind its producer writes."""
+    from compass.dag.stages import stage_spec
+    return {name: stage_spec(n.stage).outputs[slot] for n in PIPELINE for slot, name in n.outputs.items()}
+
+
+def resolve_provided(specs: list[str], store: ArtifactStore) -> dict[str, str]:
+    """``--from-artifact`` values: ``URI`` (the artifact's own name picks its slot) or ``NAME=URI``."""
+    kinds = _output_kinds()
+    out: dict[str, str] = {}
+    for spec in specs:
+        head, sep, tail = spec.partition("=")
+        name, uri = (head, tail) if sep and "/" not in head else (None, spec)
+        art = Artifact.open_uri(uri, store)
+        name = name or art.name
+        if name not in kinds:
+            raise ValueError(f"--from-artifact {spec}: '{name}' is not an artifact of the pipeline; "
+                             f"use NAME=URI with one of {sorted(kinds)}")
+        if art.kind != kinds[name]:
+            raise ValueError(f"--from-artifact {spec}: '{name}' must be a {kinds[name]} artifact, "
+                             f"{art.uri} is a {art.kind}")
+        out[name] = art.uri
+    return out
+
+
+def make_run_plan(cfg: PipelineConfig, from_artifacts: list[str] | None = None,
+                  until: str | None = None) -> RunPlan:
+    store = ArtifactStore(cfg.store, storage_options=cfg.store_options)
+    provided = resolve_provided(list(from_artifacts or []), store)
+    steps = plan(set(provided), until=until, nodes=PIPELINE)
+    configs = {n.run_name: cfg.stage_config(n.run_name).model_dump(mode="json") for n in steps}
+    return RunPlan(store=store.root, store_options=cfg.store_options, steps=steps, configs=configs,
+                   provided=provided)
+
+
+def summary_markdown(rows: list[dict], store: str) -> str:
+    lines = [f"# compass-rl pipeline\n\nStore: `{store}`\n", "| stage run | status | version | wall s |",
+             "|---|---|---|---:|"]
+    for r in rows:
+        lines.append(f"| {r['run_name']} | {r['status']} | `{r['version']}` | {r['wall_s']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def node_call(cfg: PipelineConfig, run_name: str, inputs: dict[str, str] | None = None) -> dict:
+    """Arguments for re-running one pipeline node on its own.
+
+    Inputs default to the ``LATEST`` version of each artifact the node reads,
+    so a single stage can be re-run (e.g. from the Prefect UI) without URIs.
+    """
+    node = next((n for n in PIPELINE if n.run_name == run_name), None)
+    if node is None:
+        raise ValueError(f"no pipeline stage run named '{run_name}'; known: {[n.run_name for n in PIPELINE]}")
+    store = ArtifactStore(cfg.store, storage_options=cfg.store_options)
+    kinds = _input_kinds(node)
+    resolved = dict(inputs or {})
+    for slot, name in node.inputs.items():
+        if slot not in resolved:
+            resolved[slot] = store.get(kinds[slot], name, "latest").uri
+    return dict(stage=node.stage, run_name=run_name, config=cfg.stage_config(run_name).model_dump(mode="json"),
+                inputs=resolved, store=store.root, store_options=cfg.store_options, output_names=node.outputs)
+
+
+def _input_kinds(node: Node) -> dict[str, str]:
+    from compass.dag.stages import stage_spec
+    return stage_spec(node.stage).inputs

@@ -1,0 +1,500 @@
+"""Equivalence of two parsed answers (``parse.Answer``), cheapest test first.
+
+Scalars: exact ``Fraction`` arithmetic when both sides are rational; otherwise numeric
+evaluation (complex floats) at fixed pseudo-random points for the variables, which
+proves inequality outright and equality up to a 1e-9 relative tolerance; only an
+inconclusive or failed evaluation goes to sympy, behind a timeout (``sympy_worker``).
+
+Structures: tuples and intervals compare item by item with their brackets (``[1,2)`` is
+not ``[1,2]``, ``(1,2)`` is not ``(2,1)``); sets, bare comma lists and unions compare as
+multisets (order free); ``a \\pm b`` is the set {a+b, a-b}; an equation ``x = 5`` equals
+``5``; two equations are equal when their ``lhs - rhs`` are proportional; matrices compare
+entry by entry (a one-column matrix equals the tuple of its entries).
+"""
+from __future__ import annotations
+
+import cmath
+import math
+import random
+from fractions import Fraction
+
+from compass.gym.math_answers.parse import Answer
+from compass.gym.math_answers import sympy_worker
+
+# Exact powers are computed only while the result stays small; beyond that the
+# numeric path (or sympy under its timeout) decides, so "2^{2^{100}}" never hangs here.
+MAX_EXACT_BITS = 1 << 16
+CLOSE, FAR = 1e-9, 1e-6       # relative tolerances: equal below CLOSE, unequal above FAR
+N_POINTS = 3
+
+
+class _Undecided(Exception):
+    """Numeric evaluation cannot settle this pair (overflow, infinity, unknown node)."""
+
+
+# -- exact rational evaluation ------------------------------------------------------------------
+def exact(t) -> Fraction | None:
+    """The rational value of a tree without variables, or None (irrational, symbolic, too big)."""
+    try:
+        return _exact(t)
+    except (ZeroDivisionError, OverflowError, ValueError, RecursionError):
+        return None
+
+
+def _exact(t):
+    k = t[0]
+    if k == "num":
+        return t[1]
+    if k == "neg":
+        v = _exact(t[1])
+        return None if v is None else -v
+    if k in ("add", "mul", "div"):
+        a = _exact(t[1])
+        if a is None:
+            return None
+        b = _exact(t[2])
+        if b is None:
+            return None
+        return a + b if k == "add" else a * b if k == "mul" else a / b
+    if k == "pow":
+        return _exact_pow(_exact(t[1]), _exact(t[2]))
+    if k == "sqrt":
+        n = _exact(t[2])
+        return _exact_pow(_exact(t[1]), None if n is None or n == 0 else 1 / n)
+    if k == "fact":
+        v = _exact(t[1])
+        if v is None or v.denominator != 1 or not 0 <= v <= 500:
+            return None
+        return Fraction(math.factorial(int(v)))
+    if k == "func2" and t[1] == "binom":
+        n, r = _exact(t[2]), _exact(t[3])
+        if n is None or r is None or n.denominator != 1 or r.denominator != 1 or not 0 <= n <= 2000:
+            return None
+        return Fraction(math.comb(int(n), int(r))) if r >= 0 else Fraction(0)
+    return None
+
+
+def _exact_pow(base: Fraction | None, exp: Fraction | None) -> Fraction | None:
+    if base is None or exp is None:
+        return None
+    if exp.denominator == 1:
+        e = abs(exp.numerator)
+        size = max(base.numerator.bit_length() + base.denominator.bit_length(), 1)
+        if e > 10_000 or size * e > MAX_EXACT_BITS:
+            return None
+        return base ** exp.numerator
+    # a rational exponent: exact only for perfect powers (\sqrt{16}, 8^{2/3})
+    q = exp.denominator
+    if base < 0 or q > 64:
+        return None
+    root = _int_root(base.numerator, q), _int_root(base.denominator, q)
+    if root[0] is None or root[1] is None:
+        return None
+    return _exact_pow(Fraction(root[0], root[1]), Fraction(exp.numerator))
+
+
+def _int_root(n: int, q: int) -> int | None:
+    if n.bit_length() > 4096:
+        return None
+    r = math.isqrt(n) if q == 2 else round(n ** (1.0 / q)) if n < 2 ** 1000 else None
+    if r is None:
+        return None
+    for c in (r - 1, r, r + 1):
+        if c >= 0 and c ** q == n:
+            return c
+    return None
+
+
+# -- numeric evaluation ------------------------------------------------------------------------
+_FUNCS = {
+    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan, "cot": lambda z: 1 / cmath.tan(z),
+    "sec": lambda z: 1 / cmath.cos(z), "csc": lambda z: 1 / cmath.sin(z), "arcsin": cmath.asin,
+    "arccos": cmath.acos, "arctan": cmath.atan, "sinh": cmath.sinh, "cosh": cmath.cosh, "tanh": cmath.tanh,
+    "log": cmath.log, "ln": cmath.log, "lg": cmath.log10, "exp": cmath.exp,
+}
+_CONSTS = {"pi": complex(math.pi), "e": complex(math.e), "i": 1j}
+
+
+def _num(t, env: dict) -> complex:
+    k = t[0]
+    if k == "num":
+        return complex(float(t[1]))
+    if k == "sym":
+        return env[t[1]]
+    if k == "const":
+        if t[1] == "oo":
+            raise _Undecided("infinity")
+        return _CONSTS[t[1]]
+    if k == "neg":
+        return -_num(t[1], env)
+    if k == "add":
+        return _num(t[1], env) + _num(t[2], env)
+    if k == "mul":
+        return _num(t[1], env) * _num(t[2], env)
+    if k == "div":
+        return _num(t[1], env) / _num(t[2], env)
+    if k == "pow":
+        return _pow(_num(t[1], env), _num(t[2], env))
+    if k == "sqrt":
+        a, n = _num(t[1], env), _num(t[2], env)
+        if n == 2:
+            return cmath.sqrt(a)
+        if a.imag == 0 and a.real < 0 and n.imag == 0 and float(n.real).is_integer() and int(n.real) % 2:
+            return complex(-((-a.real) ** (1 / n.real)))     # odd roots of negatives are real
+        return _pow(a, 1 / n)
+    if k == "func":
+        return _FUNCS[t[1]](_num(t[2], env))
+    if k == "abs":
+        return complex(abs(_num(t[1], env)))
+    if k == "fact":
+        v = _num(t[1], env)
+        if v.imag != 0 or v.real < 0 or v.real > 170:
+            raise _Undecided("factorial")
+        return complex(math.gamma(v.real + 1))
+    if k == "func2" and t[1] == "binom":
+        n, r = _num(t[2], env), _num(t[3], env)
+        if n.imag or r.imag or n.real > 170:
+            raise _Undecided("binomial")
+        return complex(math.gamma(n.real + 1) / (math.gamma(r.real + 1) * math.gamma(n.real - r.real + 1)))
+    raise _Undecided(f"node {k}")
+
+
+def _pow(a: complex, b: complex) -> complex:
+    if abs(b) > 1e4 and abs(a) != 1:
+        raise _Undecided("huge exponent")
+    if a.imag == 0 and b.imag == 0 and (a.real >= 0 or float(b.real).is_integer()):
+        return complex(a.real ** b.real)       # real powers stay real ((-2)^3 = -8 exactly)
+    return a ** b
+
+
+def free_symbols(t, out: set | None = None) -> set:
+    out = set() if out is None else out
+    if t[0] == "sym":
+        out.add(t[1])
+    for c in t[1:]:
+        if isinstance(c, tuple) and c and isinstance(c[0], str):
+            free_symbols(c, out)
+        elif isinstance(c, tuple):
+            for x in c:
+                if isinstance(x, tuple):
+                    free_symbols(x, out)
+    return out
+
+
+def _points(names: set) -> list[dict]:
+    """Fixed pseudo-random assignments (both signs, away from 0) so results repeat run to run."""
+    rng = random.Random(20240917)
+    names = sorted(names)
+    pts = []
+    for _ in range(N_POINTS):
+        pts.append({n: complex(rng.choice((-1, 1)) * rng.uniform(0.3, 2.2)) for n in names})
+    return pts
+
+
+class _Undefined(_Undecided):
+    """A constant expression divides by zero (6/0): it equals no answer."""
+
+
+def _values(a, b, names: set | None = None) -> list[tuple[complex, complex]]:
+    names = free_symbols(a) | free_symbols(b) if names is None else names
+    out = []
+    for env in _points(names):
+        try:
+            va, vb = _num(a, env), _num(b, env)
+        except ZeroDivisionError:
+            # with variables, a zero denominator at a sample point proves nothing
+            raise (_Undecided if names else _Undefined)("division by zero") from None
+        except (OverflowError, ValueError, KeyError, TypeError, RecursionError) as e:
+            raise _Undecided(str(e)) from None
+        if not (cmath.isfinite(va) and cmath.isfinite(vb)):
+            raise _Undecided("not finite")
+        out.append((va, vb))
+    return out
+
+
+def numeric_verdict(a, b) -> bool | None:
+    """True/False when evaluation at the sample points settles ``a == b``; None when it cannot."""
+    try:
+        vals = _values(a, b)
+    except _Undefined:
+        return False
+    except _Undecided:
+        return None
+    close = True
+    for va, vb in vals:
+        diff, scale = abs(va - vb), max(abs(va), abs(vb))
+        if diff > FAR * scale + 1e-9:
+            return False
+        if diff > CLOSE * scale + 1e-12:
+            close = False
+    return True if close else None
+
+
+def _proportional_verdict(a, b) -> bool | None:
+    """Whether a = c*b for a nonzero constant c (two equations lhs-rhs describing one relation)."""
+    try:
+        vals = _values(a, b)
+    except _Undecided:
+        return None
+    ratio = None
+    for va, vb in vals:
+        if abs(vb) < 1e-12 or abs(va) < 1e-12:
+            if abs(va) > 1e-9 or abs(vb) > 1e-9:
+                return False
+            continue
+        r = va / vb
+        if ratio is None:
+            ratio = r
+        elif abs(r - ratio) > CLOSE * abs(ratio) + 1e-12:
+            return False
+    return True
+
+
+# -- sympy text of a tree ------------------------------------------------------------------------
+_SYMPY_FUNCS = {"ln": "log", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
+_SYMPY_CONSTS = {"pi": "pi", "e": "E", "i": "I", "oo": "oo"}
+
+
+def to_sympy(t) -> str:
+    """sympy source for a scalar tree (symbols written as ``Symbol('x')`` so any name is safe)."""
+    k = t[0]
+    if k == "num":
+        return f"({t[1].numerator}/{t[1].denominator})" if t[1].denominator != 1 else f"({t[1].numerator})"
+    if k == "sym":
+        return f"Symbol({t[1]!r})"
+    if k == "const":
+        return _SYMPY_CONSTS[t[1]]
+    if k == "neg":
+        return f"(-{to_sympy(t[1])})"
+    if k in ("add", "mul", "div", "pow"):
+        op = {"add": "+", "mul": "*", "div": "/", "pow": "**"}[k]
+        return f"({to_sympy(t[1])}{op}{to_sympy(t[2])})"
+    if k == "sqrt":
+        return f"root({to_sympy(t[1])},{to_sympy(t[2])})"
+    if k == "func":
+        if t[1] == "lg":
+            return f"log({to_sympy(t[2])},10)"
+        return f"{_SYMPY_FUNCS.get(t[1], t[1])}({to_sympy(t[2])})"
+    if k == "abs":
+        return f"Abs({to_sympy(t[1])})"
+    if k == "fact":
+        return f"factorial({to_sympy(t[1])})"
+    if k == "func2":
+        return f"binomial({to_sympy(t[2])},{to_sympy(t[3])})"
+    raise ValueError(f"no sympy form for {k}")
+
+
+# -- equivalence -----------------------------------------------------------------------------------
+class Comparer:
+    """Compares trees; ``symbolic`` turns the sympy fallback on, each call bounded by ``timeout_s``."""
+
+    def __init__(self, timeout_s: float = 2.0, symbolic: bool = True):
+        self.timeout_s = timeout_s
+        self.symbolic = symbolic
+
+    def answers(self, gold: Answer, resp: Answer) -> bool:
+        if gold.text and gold.text == resp.text and gold.percent == resp.percent:
+            return True                                 # the same text, whatever it means
+        if gold.invalid or resp.invalid or gold.tree is None or resp.tree is None:
+            return False
+        g, r = gold.tree, resp.tree
+        if resp.percent and not gold.percent:
+            return self.equiv(g, _scaled(r))            # 28% is 0.28
+        if gold.percent and not resp.percent:           # "10\%" answered as 10 or as 0.1
+            return self.equiv(g, r) or self.equiv(_scaled(g), r)
+        return self.equiv(g, r)
+
+    def equiv(self, a, b) -> bool:
+        a, b = _expand_pm(a), _expand_pm(b)
+        ka, kb = a[0], b[0]
+        if ka in ("list", "set") or kb in ("list", "set"):
+            if ka == "seq" or kb == "seq":
+                return False
+            return self.multiset(_items(a), _items(b))
+        if ka == "union" or kb == "union":
+            return ka == kb and self.multiset(a[1], b[1])
+        if ka == "seq" or kb == "seq":
+            if ka == "matrix" or kb == "matrix":
+                return self.matrix_vs_seq(a, b)
+            return (ka == kb and a[1] == b[1] and a[2] == b[2] and len(a[3]) == len(b[3])
+                    and all(self.equiv(x, y) for x, y in zip(a[3], b[3])))
+        if ka == "matrix" or kb == "matrix":
+            return (ka == kb and len(a[1]) == len(b[1]) and len(a[1][0]) == len(b[1][0])
+                    and all(self.equiv(x, y) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
+        if ka == "rel" or kb == "rel":
+            return self.relation(a, b)
+        if ka == "text" or kb == "text":
+            return _text_of(a) is not None and _text_of(a) == _text_of(b)
+        if ka == "base" or kb == "base":
+            return _base_equal(a, b)
+        return self.scalar(a, b)
+
+    def multiset(self, xs, ys) -> bool:
+        xs, ys = _drop_leading_var(xs), _drop_leading_var(ys)
+        if len(xs) != len(ys):
+            return False
+        left = list(ys)
+        for x in xs:
+            for j, y in enumerate(left):
+                if self.equiv(x, y):
+                    del left[j]
+                    break
+            else:
+                return False
+        return True
+
+    def matrix_vs_seq(self, a, b) -> bool:
+        m, s = (a, b) if a[0] == "matrix" else (b, a)
+        if s[1] != "(" or s[2] != ")":
+            return False
+        rows = m[1]
+        flat = [r[0] for r in rows] if len(rows[0]) == 1 else list(rows[0]) if len(rows) == 1 else None
+        return flat is not None and len(flat) == len(s[3]) and all(self.equiv(x, y) for x, y in zip(flat, s[3]))
+
+    def relation(self, a, b) -> bool:
+        if a[0] != "rel" or b[0] != "rel":      # "x = 5" against "5": the value assigned to a variable
+            rel, other = (a, b) if a[0] == "rel" else (b, a)
+            if rel[1] != "=":
+                return False
+            if rel[2][0] == "sym":
+                return self.equiv(rel[3], other)
+            if rel[3][0] == "sym":
+                return self.equiv(rel[2], other)
+            return False
+        a, b = _orient(a), _orient(b)
+        if a[1] != b[1]:
+            return False
+        if a[1] == "and":
+            return self.relation(a[2], b[2]) and self.relation(a[3], b[3])
+        if a[1] == "=":
+            if a[2][0] == "sym" and a[2] == b[2]:
+                return self.equiv(a[3], b[3])
+            if (_has_structure(a) or _has_structure(b)
+                    or not (free_symbols(a[2]) or free_symbols(a[3]) or free_symbols(b[2]) or free_symbols(b[3]))):
+                # a statement about constants ("\log 10^5 = 5"): the same statement, side by side
+                return self.equiv(a[2], b[2]) and self.equiv(a[3], b[3])
+            da, db = ("add", a[2], ("neg", a[3])), ("add", b[2], ("neg", b[3]))
+            verdict = _proportional_verdict(da, db)
+            if verdict is not None:
+                return verdict
+            return self._sympy(da, db) or self._sympy(da, ("neg", db))
+        return self.equiv(a[2], b[2]) and self.equiv(a[3], b[3])
+
+    def scalar(self, a, b) -> bool:
+        ia, ib = _inf_sign(a), _inf_sign(b)
+        if ia or ib:
+            return ia == ib
+        ea = exact(a)
+        if ea is not None:
+            eb = exact(b)
+            if eb is not None:
+                return ea == eb
+        verdict = numeric_verdict(a, b)
+        if verdict is not None:
+            return verdict
+        return self._sympy(a, b)
+
+    def _sympy(self, a, b) -> bool:
+        if not self.symbolic:
+            return False
+        try:
+            sa, sb = to_sympy(a), to_sympy(b)
+        except (ValueError, KeyError):
+            return False
+        return sympy_worker.symbolic_equal(sa, sb, timeout_s=self.timeout_s) is True
+
+
+def _scaled(t):
+    return ("div", t, ("num", Fraction(100)))
+
+
+def _items(t):
+    return t[1] if t[0] in ("list", "set") else (t,)
+
+
+MAX_PM_VARIANTS = 16
+
+
+def _has_pm(t) -> bool:
+    if t[0] == "pm":
+        return True
+    return any(isinstance(c, tuple) and c and isinstance(c[0], str) and _has_pm(c) for c in t[1:])
+
+
+def _pm_variants(t) -> list:
+    """Every sign choice of the ± in a scalar tree: ``\\frac{1 \\pm \\sqrt5}{2}`` -> two trees."""
+    if not _has_pm(t):
+        return [t]
+    if t[0] == "pm":
+        return [("add", a, s(b)) for a in _pm_variants(t[1]) for b in _pm_variants(t[2])
+                for s in (lambda x: x, lambda x: ("neg", x))][:MAX_PM_VARIANTS]
+    out = [()]
+    for c in t[1:]:
+        options = _pm_variants(c) if isinstance(c, tuple) and c and isinstance(c[0], str) else [c]
+        out = [prev + (o,) for prev in out for o in options][:MAX_PM_VARIANTS]
+    return [(t[0],) + rest for rest in out]
+
+
+def _expand_pm(t):
+    """A ± anywhere in a scalar or in the items of a list/set -> all its values as items."""
+    if t[0] in ("list", "set"):
+        if not any(_has_pm(x) for x in t[1]):
+            return t
+        items = []
+        for x in t[1]:
+            items.extend(_pm_variants(x) if x[0] not in _STRUCTURES else (x,))
+        return (t[0], tuple(items))
+    if t[0] not in _STRUCTURES and _has_pm(t):
+        variants = _pm_variants(t)
+        return ("list", tuple(variants)) if len(variants) > 1 else variants[0]
+    return t
+
+
+_STRUCTURES = ("seq", "set", "list", "matrix", "union", "rel", "text", "base")
+
+
+def _drop_leading_var(items):
+    """"x = 0, 2, 5" names the variable once for the whole list: the values are 0, 2, 5."""
+    first = items[0] if items else None
+    if (first is not None and first[0] == "rel" and first[1] == "=" and first[2][0] == "sym"
+            and len(items) > 1 and all(x[0] != "rel" for x in items[1:])):
+        return (first[3],) + tuple(items[1:])
+    return items
+
+
+def _orient(rel):
+    """x > 3 -> 3 < x, so a relation and its mirror compare equal."""
+    op = rel[1]
+    if op in (">", ">="):
+        return ("rel", "<" if op == ">" else "<=", rel[3], rel[2])
+    return rel
+
+
+def _has_structure(rel) -> bool:
+    return any(isinstance(x, tuple) and x[0] in ("seq", "set", "list", "matrix", "union", "text")
+               for x in rel[2:])
+
+
+def _inf_sign(t) -> int:
+    if t == ("const", "oo"):
+        return 1
+    if t == ("neg", ("const", "oo")):
+        return -1
+    return 0
+
+
+def _text_of(t) -> str | None:
+    if t[0] == "text":
+        return t[1]
+    if t[0] == "sym":
+        return t[1].lower()
+    return None
+
+
+def _base_equal(a, b) -> bool:
+    """204_5 equals 204_{5}, and 204 written without its base; never the decimal value."""
+    if a[0] == "base" and b[0] == "base":
+        return a[1] == b[1] and exact(a[2]) == exact(b[2]) and (exact(a[2]) is not None or a[2] == b[2])
+    base, other = (a, b) if a[0] == "base" else (b, a)
+    v = exact(other)
+    return v is not None and v.denominator == 1 and str(v.numerator) == base[1]

@@ -1,0 +1,1 @@
+"""Which option a multiple-choice answer names (``extract``), from multilingual cues (``keywords``)."""

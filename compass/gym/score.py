@@ -1,0 +1,64 @@
+"""The gym's scoring entry point: ``score(verifier, response, reference) -> float`` in [0, 1].
+
+``verifier`` is the JSON spec stored in ``prompts.verifier``, ``{"type": NAME, ...}``;
+``NAME`` is a verifier of the one registry (``compass.gym.registry``), one module
+per verifier under ``compass/gym/verifiers/``, and ``score`` calls its spec form.
+The row form, for ``compass gym score``, is ``compass.gym.rows``.
+
+The final answer is the text after the last ``</think>``; a response with no
+``</think>`` is its own final answer, unless it opened a ``<think>`` that it
+never closed: an unfinished thought has no answer (scores 0), so a truncated
+trace cannot earn reward from numbers inside its reasoning.
+"""
+from __future__ import annotations
+
+import json
+
+from compass.gym.registry import get_verifier, load_all
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def final_answer(response: str) -> str:
+    """The text after the last ``</think>`` (stripped); the whole text when no
+    thinking was opened; "" when a ``<think>`` was opened and never closed."""
+    if response is None:
+        return ""
+    if THINK_CLOSE in response:
+        return response.rsplit(THINK_CLOSE, 1)[1].strip()
+    if THINK_OPEN in response:
+        return ""
+    return response.strip()
+
+
+def parse_verifier(verifier: str | dict) -> dict:
+    """The verifier spec as a dict with a known ``type``; ValueError otherwise."""
+    if isinstance(verifier, dict):
+        spec = verifier
+    else:
+        try:
+            spec = json.loads(verifier)
+        except (TypeError, json.JSONDecodeError) as e:
+            raise ValueError(f"verifier spec is not valid JSON: {verifier!r} ({e})") from None
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ValueError(f"verifier spec must be a JSON object with a 'type': {verifier!r}")
+    known = load_all()
+    if spec["type"] not in known:
+        raise ValueError(f"unknown verifier type '{spec['type']}' (known: {', '.join(sorted(known))})")
+    return spec
+
+
+def needs_reference(verifier: str | dict) -> bool:
+    """Whether a response can only be judged against a reference answer (False: the spec suffices)."""
+    return get_verifier(parse_verifier(verifier)["type"]).needs_reference
+
+
+def is_judged(verifier: str | dict) -> bool:
+    """Whether the verifier is open-ended, scored for real only by a learned judge (GenRM): no offline score."""
+    return get_verifier(parse_verifier(verifier)["type"]).judged
+
+
+def score(verifier: str | dict, response: str, reference: str) -> float:
+    """Reward in [0, 1] of ``response`` against ``reference`` under ``verifier``."""
+    spec = parse_verifier(verifier)
+    return float(get_verifier(spec["type"]).spec(spec, response or "", reference or ""))

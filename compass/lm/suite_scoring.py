@@ -1,0 +1,79 @@
+"""Generate on prompt suites and score every sample with the gym's verifiers: the evaluation
+stage's generation, and the greedy scorer the SFT stage and the merge sweep use on their suites."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from compass.gym.score import THINK_CLOSE, score
+from compass.lm.chat import sample
+from compass.progress import progress
+
+
+def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_per_prompt: int,
+                       max_new_tokens: int, temperature: float, seed: int, batch_size: int) -> list[dict]:
+    """One result dict per (prompt, sample), in the order of ``rows``: ``samples_per_prompt`` samples of at
+    most ``max_new_tokens`` (``temperature`` 0: greedy), ``batch_size`` prompts per generate call, prompts
+    sorted by length; each scored by the gym verifier named in the row's ``verifier``. The suite of a row
+    is its ``suite`` when it has one, else its ``domain``."""
+    order = sorted(range(len(rows)), key=lambda i: (len(rows[i]["prompt"]), i))
+    completions: dict[int, list[dict]] = {}
+    bs = batch_size
+    for b, start in enumerate(progress(range(0, len(order), bs), total=-(-len(order) // bs), desc="eval",
+                                       unit="batch")):
+        idx = order[start:start + bs]
+        outs = sample(model, tok, [rows[i]["prompt"] for i in idx], n=samples_per_prompt,
+                      max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + b)
+        completions.update(zip(idx, outs))
+    results = []
+    for i, row in enumerate(rows):
+        suite = row.get("suite") or row["domain"]
+        for k, c in enumerate(completions[i]):
+            s = score(row["verifier"], c["text"], row["reference"])
+            results.append({"model": model_uri, "suite": suite, "prompt_id": row["id"], "sample_idx": k,
+                            "response": c["text"], "score": s, "correct": s >= 1.0,
+                            "difficulty": row.get("difficulty"), "num_tokens": len(c["ids"]),
+                            "finished": tok.eos_token_id in c["ids"]})
+    return results
+
+
+def summarize(results: list[dict]) -> dict:
+    """Per suite: prompts, samples, accuracy (mean of ``correct``), mean score, mean tokens,
+    share of samples that ended (eos) and accuracy per difficulty."""
+    by_suite: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        by_suite[r["suite"]].append(r)
+    suites = {}
+    for name in sorted(by_suite):
+        rs = by_suite[name]
+        by_diff: dict[int, list[bool]] = defaultdict(list)
+        for r in rs:
+            if r["difficulty"] is not None:
+                by_diff[int(r["difficulty"])].append(r["correct"])
+        suites[name] = {
+            "prompts": len({r["prompt_id"] for r in rs}),
+            "samples": len(rs),
+            "accuracy": sum(r["correct"] for r in rs) / len(rs),
+            "mean_score": sum(r["score"] for r in rs) / len(rs),
+            "mean_tokens": sum(r["num_tokens"] for r in rs) / len(rs),
+            "finished_rate": sum(r["finished"] for r in rs) / len(rs),
+            "closed_think_rate": sum(THINK_CLOSE in r["response"] for r in rs) / len(rs),
+            "accuracy_by_difficulty": {str(d): sum(v) / len(v) for d, v in sorted(by_diff.items())},
+        }
+    n = len(results)
+    return {"suites": suites, "samples": n,
+            "overall_accuracy": (sum(r["correct"] for r in results) / n) if n else None}
+
+
+def greedy_score(model, tok, rows: list[dict], *, max_new_tokens: int, seed: int, model_uri: str,
+                 batch_size: int = 128) -> dict:
+    """Greedy, one sample per prompt: ``summarize(generate_and_score(...))`` of ``model`` on ``rows``.
+    The model is in eval mode meanwhile, then back in its mode. The scorer of the SFT stage's
+    held-out suites and of the merge sweep's dev suite."""
+    was_training = model.training
+    model.eval()
+    try:
+        return summarize(generate_and_score(model, tok, rows, model_uri, samples_per_prompt=1,
+                                            max_new_tokens=max_new_tokens, temperature=0.0, seed=seed,
+                                            batch_size=batch_size))
+    finally:
+        model.train(was_training)

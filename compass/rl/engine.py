@@ -1,0 +1,429 @@
+"""The RL engine's controller: one loop that drives a rollout backend and a trainer backend.
+
+Per step (each phase timed):
+
+1. **rollout** — ``prompts_per_step`` prompts, ``group_size`` samples each, from the
+   rollout backend (``hf`` or ``vllm``; ``compass.rl.rollout``) with the sampler's
+   per-token log-probs and, for Router Replay, the experts each MoE layer chose.
+   With DAPO dynamic sampling, more prompts are drawn until the batch holds
+   ``prompts_per_step`` groups with reward spread (every generated token is counted).
+2. **reward** — Compass-Gym, in process or through the reward service.
+3. **old log-probs** — the trainer recomputes the completions' log-probs and
+   entropies (with the recorded routes when ``router_replay``); the gap to the
+   rollout's log-probs is the train–inference mismatch, logged every step.
+4. **advantages** — the configured estimator (GRPO, Dr. GRPO, RL-ZVP token shaping);
+   zero-variance groups can be left out of the update (``drop_zero_variance``).
+5. **update** — one optimizer step of the configured policy loss (``compass.rl.trainer``).
+6. **weight sync** — the trainer's weights to the rollout side.
+
+Metrics go to ``metrics.jsonl``, TensorBoard and PNG plots (``compass.rl.metrics_log``);
+with ``checkpoint_every`` the whole RL state is saved for resume (``compass.rl.rl_state``).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+import time
+from typing import Callable, Sequence
+
+import torch
+
+from compass.lm.chat import chat_prefix
+from compass.progress import progress
+from compass.rl.advantages import completion_advantages, get_advantage, zero_variance_groups
+from compass.rl.batch import TrainBatch
+from compass.rl.config import RLConfig
+from compass.rl.data import PromptSampler, RLPrompt
+from compass.rl.losses import get_policy_loss
+from compass.rl.metrics_log import MetricsLog
+from compass.rl.records import PromptStats, rollouts_table
+from compass.rl.rl_state import load_state, save_state
+from compass.rl.rollout import RolloutBackend, SamplingParams, get_rollout_backend
+from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
+                                     routing_metrics, step_row)
+from compass.rl.trainer import TrainerBackend, get_trainer_backend
+
+__all__ = ["PromptStats", "rollouts_table", "train", "RLResult", "compute_advantages"]
+
+ScoreFn = Callable[[str, str, str], float]   # (verifier_json, response, reference) -> reward in [0, 1]
+
+
+def compute_advantages(rewards: torch.Tensor, mask: torch.Tensor, entropy: torch.Tensor | None,
+                       cfg: RLConfig) -> torch.Tensor:
+    """``[G, N]`` rewards -> ``[G*N, T]`` token advantages with the configured estimator; ``mask`` and
+    ``entropy`` ``[G*N, T]`` (completions in group-major order)."""
+    return get_advantage(cfg.advantage)(rewards, mask, entropy=entropy, pass_threshold=cfg.pass_threshold,
+                                        **cfg.advantage_options())
+
+
+@dataclass
+class RLResult:
+    metrics: list[dict]               # one dict per step
+    rollouts: list[dict]              # one dict per sampled completion
+    prompt_stats: PromptStats
+
+    def summary(self) -> dict:
+        """Run-level numbers for the manifest's ``extra``."""
+        m = self.metrics
+        groups = sum(x["groups"] for x in m)
+        zv_pass = sum(x["zero_variance_all_pass"] for x in m)
+        zv_fail = sum(x["zero_variance_all_fail"] for x in m)
+        return {
+            "steps": len(m), "samples": len(self.rollouts), "groups": groups,
+            "tokens": sum(x["tokens"] for x in m),
+            "updates": int(sum(x["updated"] for x in m)),
+            "reward_mean_first": m[0]["reward_mean"] if m else None,
+            "reward_mean_last": m[-1]["reward_mean"] if m else None,
+            "reward_mean": (sum(r["reward"] for r in self.rollouts) / len(self.rollouts)) if self.rollouts else None,
+            "zero_variance_rate": (zv_pass + zv_fail) / groups if groups else None,
+            "zero_variance_all_pass_rate": zv_pass / groups if groups else None,
+            "zero_variance_all_fail_rate": zv_fail / groups if groups else None,
+            "prompts_measured": len(self.prompt_stats.rows()),
+            "time_s": sum(x["time_step_s"] for x in m),
+        }
+
+
+def _default_score() -> ScoreFn:
+    from compass.gym.score import score
+    return score
+
+
+def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sampling, score_fn: ScoreFn,
+                       service):
+    """Generate and score, scoring each group as soon as the rollout hands it over (overlapping the rollout
+    workers that are still generating). With a reward service every sample is submitted before any result
+    is awaited.
+
+    Returns the groups, rewards ``[G, N]``, failures (reward-service errors, scored 0) and seconds spent scoring.
+    """
+    groups: list = [None] * len(batch_prompts)
+    pending: list = [None] * len(batch_prompts)
+    scoring_s = 0.0
+    for i, group in rollout.generate_stream(prompt_ids, n, sampling):
+        groups[i] = group
+        p = batch_prompts[i]
+        t0 = time.perf_counter()
+        pending[i] = ([service.submit_spec(p.verifier, c.text, p.reference) for c in group] if service is not None
+                      else [float(score_fn(p.verifier, c.text, p.reference)) for c in group])
+        scoring_s += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    failures = 0
+    if service is not None:
+        results = [[f.result() for f in row] for row in pending]
+        failures = sum(r.kind != "ok" for row in results for r in row)
+        pending = [[r.score for r in row] for row in results]
+    scoring_s += time.perf_counter() - t0
+    return groups, torch.tensor(pending, dtype=torch.float32), failures, scoring_s
+
+
+def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
+          log: logging.Logger | None = None, desc: str = "rl", out_dir=None, state_dir=None,
+          on_step: Callable[[int, dict, object], None] | None = None) -> RLResult:
+    """Run ``cfg.steps`` RL steps on ``model`` in place; return metrics, rollouts and prompt stats.
+
+    ``score_fn(verifier_json, response, reference) -> float`` defaults to
+    ``compass.gym.score.score``; with ``cfg.reward_workers`` > 0 (and no
+    ``score_fn``) samples go to the gym's reward service instead.
+    ``out_dir``: where ``metrics.jsonl``, ``tensorboard/`` and ``plots/`` go (None: nowhere).
+    ``state_dir``: where the RL state is saved every ``cfg.checkpoint_every`` steps; a run
+    that finds a state there resumes from it. ``on_step(step, metrics_row, model)`` is called
+    after every step (held-out evaluation in benchmarks).
+    """
+    service = None
+    if score_fn is None and cfg.reward_workers > 0:
+        from compass.gym.service import RewardService
+        service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
+    if cfg.trainer_actor:
+        from compass.rl.trainer_ray import RayTrainer
+        trainer = RayTrainer(cfg.trainer_backend, model, cfg)
+    else:
+        trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
+    backend = resolve_rollout_backend(cfg.rollout_backend, model)
+    # same weights in the same precision on both sides (shared, or a copy synced every step)
+    same_policy = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and backend in ("hf", "native")
+    options = {"dtype": cfg.rollout_dtype}
+    if backend in ("hf", "native"):
+        options["record_routes"] = cfg.router_replay or _is_moe(model)
+        options["share"] = same_policy and not cfg.trainer_actor and not cfg.rollout_workers
+    rollout = None
+    metrics_log = MetricsLog(out_dir)
+    try:
+        if cfg.rollout_workers:
+            from compass.rl.rollout_ray import RayRolloutPool
+            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout_workers, **options)
+        else:
+            rollout = get_rollout_backend(backend)(model, tok, **options)
+        loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
+                     log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
+        # the rollout sampled from the trainer's own weights in the trainer's precision: its log-probs are the
+        # old policy's, so the recompute pass is skipped (the update's forward still measures the gap)
+        loop.rollout_is_policy = same_policy and not cfg.router_replay
+        return loop.run()
+    finally:
+        metrics_log.close()
+        if rollout is not None:
+            rollout.close()
+        trainer.close()
+        if service is not None:
+            service.close()
+
+
+def resolve_rollout_backend(name: str, model) -> str:
+    """``auto`` -> ``native`` where our decoder supports the model (measured faster than ``hf``:
+    docs/benchmarks.md), else ``hf``; any other name as given."""
+    if name != "auto":
+        return name
+    from compass.rl.rollout_native import unsupported
+    return "native" if unsupported(model.config) is None else "hf"
+
+
+def _is_moe(model) -> bool:
+    return getattr(model.config, "num_experts", 0) > 0
+
+
+@dataclass
+class Drawn:
+    """What a step's rollout kept for the update (``rewards`` ``[G, N]``), and counts over all it generated."""
+    prompts: list[RLPrompt]
+    groups: list[list]
+    rewards: torch.Tensor
+    counts: dict[str, int]
+
+
+@dataclass
+class OldPolicy:
+    """The policy that sampled a batch: ``logp`` ``[B, L-1]`` (None: the update's own forward stands for it,
+    ratio 1), ``entropy`` ``[B, L-1]``, and whether the rollout's own values were reused."""
+    logp: torch.Tensor | None
+    entropy: torch.Tensor
+    reused: bool
+
+
+class _Loop:
+    def __init__(self, model, tok, prompts, cfg: RLConfig, trainer: TrainerBackend, rollout: RolloutBackend,
+                 score_fn, service, log, desc, metrics_log: MetricsLog, state_dir, on_step):
+        estimator = get_advantage(cfg.advantage)
+        get_policy_loss(cfg.policy_loss)                                  # fail fast on unknown names
+        self.token_level = estimator.token_level
+        self.model, self.tok, self.cfg = model, tok, cfg
+        self.trainer, self.rollout, self.score_fn, self.service = trainer, rollout, score_fn, service
+        self.log, self.desc, self.metrics, self.state_dir, self.on_step = log, desc, metrics_log, state_dir, on_step
+        self.sampler = PromptSampler(prompts, cfg.seed)
+        self.stats = PromptStats(cfg.pass_threshold)
+        self.rollouts: list[dict] = []
+        self.prefix_cache: dict[str, list[int]] = {}
+        self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
+        self.start = 0
+        self.rollout_is_policy = False     # True: no old-log-prob recompute (see train)
+
+    def prefix(self, p: RLPrompt) -> list[int]:
+        if p.id not in self.prefix_cache:
+            self.prefix_cache[p.id] = self.tok(chat_prefix(self.tok, p.prompt), add_special_tokens=False)["input_ids"]
+        return self.prefix_cache[p.id]
+
+    # -- state ----------------------------------------------------------------------
+    def restore(self) -> None:
+        state = load_state(self.state_dir)
+        if state is None:
+            return
+        self.trainer.load_state_dict(state["trainer"])
+        self.sampler.load_state(state["sampler"])
+        self.stats.load_state(state["stats"])
+        self.rollouts = state["rollouts"]
+        self.metrics.restore(state["metrics"])
+        self.rollout_tokens = state["rollout_tokens"]
+        self.start = state["step"]
+        torch.set_rng_state(state["torch_rng"])
+        self.sync_rollout()
+        self.log.info("%s: resumed at step %d of %d from %s", self.desc, self.start, self.cfg.steps, self.state_dir)
+
+    def save(self, next_step: int) -> None:
+        save_state(self.state_dir, {"step": next_step, "trainer": self.trainer.state_dict(),
+                                    "sampler": self.sampler.state(), "stats": self.stats.state(),
+                                    "rollouts": self.rollouts, "metrics": self.metrics.rows,
+                                    "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state()})
+
+    def sync_rollout(self) -> None:
+        """The trainer's weights to the rollout; as a handle where the rollout takes one (Ray actor to actors)."""
+        ref = self.trainer.hf_state_dict_ref() if self.rollout.takes_weight_refs else None
+        self.rollout.sync_weights(ref if ref is not None else self.trainer.hf_state_dict())
+
+    def trained_weights_to_model(self) -> None:
+        """Load the trainer's weights into the driver's HF model when the trainer trains its own copy."""
+        if self.cfg.trainer_backend != "torch" or self.cfg.trainer_actor:
+            with torch.no_grad():
+                self.model.load_state_dict(self.trainer.hf_state_dict())
+
+    # -- one step: the phases, in order ------------------------------------------------
+    def step(self, step: int) -> dict:
+        """Rollout and score, old log-probs, advantages, update, sync; returns the step's metrics row."""
+        timing = dict.fromkeys(PHASES, 0.0)
+        t_start = time.perf_counter()
+        drawn = self.rollout_and_score(step, timing)
+        self.rollout_tokens += drawn.counts["tokens_generated"]
+        measured: dict = {}
+        update = {"updated": 0.0}
+        if drawn.prompts:
+            batch = TrainBatch.of([self.prefix(p) for p, g in zip(drawn.prompts, drawn.groups) for _ in g],
+                                  [c for g in drawn.groups for c in g], self.tok.pad_token_id,
+                                  with_routes=self.cfg.router_replay)
+            old = self.old_policy(batch, measured, timing)
+            adv = self.advantages(step, drawn, batch, old)
+            ups = self.update(batch, adv, old, measured, timing)
+            if ups:
+                update = mean_over_mini_batches(ups)
+                self.sync(timing)
+            measured.update(advantage_metrics(adv, batch.mask, self.token_level))
+        return step_row(step, measured=measured, update=update, counts=drawn.counts, kept_rewards=drawn.rewards,
+                        groups_kept=len(drawn.prompts), timing=timing, step_s=time.perf_counter() - t_start,
+                        pass_threshold=self.cfg.pass_threshold, lr=self.cfg.lr,
+                        rollout_tokens_total=self.rollout_tokens, prompts_retired=len(self.sampler.retired))
+
+    def rollout_and_score(self, step: int, timing: dict) -> Drawn:
+        """Rollout + reward, with DAPO dynamic sampling rounds when configured (every round is paid for)."""
+        cfg = self.cfg
+        kept = Drawn([], [], torch.zeros((0, cfg.group_size)), {
+            "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
+            "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0})
+        rows: list[torch.Tensor] = []
+        counts = kept.counts
+        need = cfg.prompts_per_step
+        while need > 0 and counts["rounds"] < (cfg.dynamic_sampling_max_rounds if cfg.dynamic_sampling else 1):
+            batch_prompts = self.sampler.take(need)
+            t0 = time.perf_counter()
+            sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                      seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
+            groups, rewards, failures, scoring_s = _rollout_and_score(
+                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], cfg.group_size, sampling,
+                self.score_fn, self.service)
+            timing["rollout"] += time.perf_counter() - t0 - scoring_s
+            timing["reward"] += scoring_s
+            counts["rounds"] += 1
+            counts["reward_failures"] += failures
+            counts["groups_generated"] += len(groups)
+            counts["samples_generated"] += int(rewards.numel())
+            counts["tokens_generated"] += sum(len(c.ids) for g in groups for c in g)
+            for k, v in group_stats(rewards, cfg.pass_threshold).items():
+                if k != "groups":
+                    counts[k] += v
+            self.sort_round(step, batch_prompts, groups, rewards, kept, rows)
+            need = cfg.prompts_per_step - len(kept.prompts) if cfg.dynamic_sampling else 0
+        if rows:
+            kept.rewards = torch.stack(rows)
+        return kept
+
+    def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, kept: Drawn, rows: list) -> None:
+        """Per group of one round: prompt stats, retirement of solved prompts, and keep (into ``kept``/``rows``)
+        or drop (dynamic sampling: a zero-variance group is recorded, paid for, and left out)."""
+        cfg = self.cfg
+        zv = zero_variance_groups(rewards)
+        for gi, (p, g) in enumerate(zip(prompts, groups)):
+            self.stats.add(p, rewards[gi].tolist())
+            # solved = every sample got full marks (a shared partial-credit score is not a solve)
+            if cfg.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
+                self.sampler.retire(p.id, keep_at_least=cfg.prompts_per_step)
+            if cfg.dynamic_sampling and bool(zv[gi]):
+                self._record(step, p, g, rewards[gi], None)
+                continue
+            kept.prompts.append(p)
+            kept.groups.append(g)
+            rows.append(rewards[gi])
+
+    def old_policy(self, batch: TrainBatch, measured: dict, timing: dict) -> OldPolicy:
+        """The sampling policy's log-probs and entropy; measures the train–inference gap and routing agreement."""
+        reuse = self.rollout_is_policy and all(c.entropies is not None for c in batch.completions)
+        t0 = time.perf_counter()
+        if reuse:          # old log-probs = the update forward's own (ratio 1); entropy from the sampler
+            logp, entropy, free_routes = None, batch.rollout("entropies"), None
+        else:
+            logp, entropy, free_routes = self.trainer_logprobs(batch.tensors, batch.routes)
+            measured.update(logprob_gap(logp, batch.prefixes, batch.completions, batch.mask))
+        timing["old_logp"] = time.perf_counter() - t0
+        if self.cfg.router_replay:        # free routing: the mismatch replay removes
+            free_logp, _, free_routes = self.trainer_logprobs(batch.tensors, None)
+            measured["logp_gap_mean_no_replay"] = logprob_gap(free_logp, batch.prefixes, batch.completions,
+                                                              batch.mask)["logp_gap_mean"]
+        measured.update(routing_metrics(batch.prefixes, batch.completions, free_routes))
+        return OldPolicy(logp, entropy, reuse)
+
+    def trainer_logprobs(self, tensors: dict, routes: torch.Tensor | None):
+        """Trainer log-probs and entropy ``[B, L-1]``, and the trainer's own routes when it routed freely."""
+        if routes is None:
+            return self.trainer.logprobs_with_routes(tensors)
+        return (*self.trainer.logprobs(tensors, routes), None)
+
+    def advantages(self, step: int, drawn: Drawn, batch: TrainBatch, old: OldPolicy) -> torch.Tensor:
+        """``[B, L-1]`` token advantages of the configured estimator; records every completion's rollout row."""
+        adv = compute_advantages(drawn.rewards, batch.mask, old.entropy, self.cfg)
+        per_completion = completion_advantages(adv, batch.mask)
+        at = 0
+        for gi, (p, g) in enumerate(zip(drawn.prompts, drawn.groups)):
+            self._record(step, p, g, drawn.rewards[gi], per_completion[at:at + len(g)])
+            at += len(g)
+        return adv
+
+    def update(self, batch: TrainBatch, adv: torch.Tensor, old: OldPolicy, measured: dict,
+               timing: dict) -> list[dict]:
+        """One optimizer step per mini-batch (PPO style); returns each one's trainer metrics ([] when no
+        completion is left to train on)."""
+        keep = torch.arange(adv.shape[0])
+        if self.cfg.drop_zero_variance:          # completions with no signal cost compute and teach nothing
+            keep = keep[adv.ne(0).any(dim=1)]
+        measured["update_samples"] = int(keep.numel())
+        if keep.numel() == 0:
+            return []
+        chunks = keep.tensor_split(min(self.cfg.mini_batches, int(keep.numel())))
+        old_logp = old.logp
+        if len(chunks) > 1 and old_logp is None:     # later mini-batches meet a moved policy
+            old_logp = batch.rollout("logprobs")
+        t0 = time.perf_counter()
+        ups = []
+        for k, idx in enumerate(chunks):
+            mb = batch.rows(idx)
+            ups.append(self.trainer.update(mb.tensors, adv[idx], None if old_logp is None else old_logp[idx],
+                                           self.cfg, mb.routes))
+            if k == 0 and old.reused:            # the first step's forward is the rollout policy: the gap
+                pre_step = self.trainer.pre_step_logprobs()
+                if pre_step is not None:
+                    measured.update(logprob_gap(pre_step, mb.prefixes, mb.completions, mb.mask))
+        timing["update"] = time.perf_counter() - t0
+        measured["mini_batches"] = len(ups)
+        return ups
+
+    def sync(self, timing: dict) -> None:
+        t0 = time.perf_counter()
+        self.sync_rollout()
+        timing["sync"] = time.perf_counter() - t0
+
+    def _record(self, step, p: RLPrompt, group, rewards_row, adv_row) -> None:
+        eos = self.tok.eos_token_id
+        for si, c in enumerate(group):
+            self.rollouts.append({"step": step, "prompt_id": p.id, "sample_idx": si, "response": c.text,
+                                  "reward": float(rewards_row[si]), "num_tokens": len(c.ids),
+                                  "advantage": 0.0 if adv_row is None else float(adv_row[si]),
+                                  "domain": p.domain, "task": p.task,
+                                  "truncated": len(c.ids) == 0 or c.ids[-1] != eos})
+
+    def run(self) -> RLResult:
+        cfg = self.cfg
+        torch.manual_seed(cfg.seed)
+        self.restore()
+        for step in progress(range(self.start, cfg.steps), desc=self.desc, unit="step"):
+            row = self.step(step)
+            self.metrics.log(row)
+            self.log.info("%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d of %d), "
+                          "|A| %.3f, gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
+                          row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
+                          row["groups"], row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
+                          row["time_step_s"])
+            if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+                self.save(step + 1)
+            if self.on_step is not None:
+                self.trained_weights_to_model()
+                self.on_step(step, row, self.model)
+            if cfg.rollout_token_budget and self.rollout_tokens >= cfg.rollout_token_budget:
+                self.log.info("%s: rollout token budget %d reached at step %d", self.desc, cfg.rollout_token_budget,
+                              step)
+                break
+        self.trained_weights_to_model()             # the HF policy the stage saves gets the trained weights
+        return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats)

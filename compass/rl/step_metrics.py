@@ -1,0 +1,110 @@
+"""The per-step metrics row (one line of ``metrics.jsonl``) and the measurements that feed it.
+
+Every function here is pure: tensors and counts in, python numbers out.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from compass.rl.advantages import completion_advantages, zero_variance_groups
+from compass.rl.batch import routes_batch, rollout_values
+from compass.rl.losses import masked_mean
+
+# the phases a step times, in order; each becomes ``time_<phase>_s``
+PHASES = ("rollout", "reward", "old_logp", "update", "sync")
+
+
+def group_stats(rewards: torch.Tensor, pass_threshold: float) -> dict[str, int]:
+    """Counts over ``[G, N]`` rewards: groups, zero-variance groups, and their split.
+
+    A zero-variance group is *all-pass* when its (common) reward is above
+    ``pass_threshold``, else *all-fail*; so ``zero_variance == all_pass + all_fail``.
+    """
+    zv = zero_variance_groups(rewards)
+    passed = rewards[:, 0] > pass_threshold
+    return {"groups": int(rewards.size(0)), "zero_variance": int(zv.sum()),
+            "all_pass": int((zv & passed).sum()), "all_fail": int((zv & ~passed).sum())}
+
+
+def logprob_gap(trainer_logp: torch.Tensor, prefixes: Sequence[Sequence[int]], completions: Sequence,
+                mask: torch.Tensor) -> dict[str, float]:
+    """Train–inference mismatch: |trainer log p - rollout log p| over every completion token.
+
+    ``trainer_logp`` ``[B, L-1]`` (position ``t`` scores token ``t+1``); each completion's
+    rollout ``logprobs`` ``[len(ids)]``. Returns mean, p99 and max.
+    """
+    roll = rollout_values("logprobs", prefixes, completions, tuple(trainer_logp.shape))
+    gaps = (trainer_logp - roll).abs()[mask.bool()]
+    if gaps.numel() == 0:
+        return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0, "logp_gap_max": 0.0}
+    return {"logp_gap_mean": float(gaps.mean()), "logp_gap_p99": float(torch.quantile(gaps.double(), 0.99)),
+            "logp_gap_max": float(gaps.max())}
+
+
+def routing_metrics(prefixes: Sequence[Sequence[int]], completions: Sequence,
+                    free_routes: torch.Tensor | None) -> dict[str, float]:
+    """Agreement between the rollout's routes and the trainer's free routes ``[B, L, layers, k]`` on
+    completion tokens; nothing when either side has no routes."""
+    if free_routes is None or not completions or any(c.routes is None for c in completions):
+        return {}
+    from compass.rl.router_replay import routing_agreement
+    width = free_routes.shape[1]
+    rollout_routes = routes_batch(prefixes, completions, width)
+    valid = torch.zeros(rollout_routes.shape[:2], dtype=torch.bool)
+    for i, (p, c) in enumerate(zip(prefixes, completions)):
+        valid[i, len(p): len(p) + len(c.ids)] = True
+    return {"routing_agreement": float(routing_agreement(rollout_routes, free_routes.long(), valid))}
+
+
+def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor, token_level: bool) -> dict[str, float]:
+    """``adv_abs_token_mean``: mean |A| over completion tokens; ``adv_abs_mean``: mean |A| over the
+    estimator's own units, completions for a sequence-level one and every cell of ``[B, T]`` for a
+    token-level one (the definition the metric has always had). ``advantages``, ``mask``: ``[B, T]``."""
+    per_unit = advantages if token_level else completion_advantages(advantages, mask)
+    return {"adv_abs_mean": float(per_unit.abs().mean()),
+            "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask))}
+
+
+def mean_over_mini_batches(ups: list[dict[str, float]]) -> dict[str, float]:
+    """The trainer's per-update metrics averaged over a step's mini-batches; ``updated`` 1 if any stepped."""
+    out = {name: sum(u[name] for u in ups) / len(ups) for name in ups[0]}
+    out["updated"] = float(any(u["updated"] for u in ups))
+    return out
+
+
+def step_row(step: int, *, measured: dict, update: dict[str, float], counts: dict[str, int],
+             kept_rewards: torch.Tensor, groups_kept: int, timing: dict[str, float], step_s: float,
+             pass_threshold: float, lr: float, rollout_tokens_total: int, prompts_retired: int) -> dict:
+    """One ``metrics.jsonl`` row.
+
+    ``measured``: what the phases measured (log-prob gaps, routing, advantages, update sizes);
+    ``update``: :func:`mean_over_mini_batches` (``{"updated": 0.0}`` without an update; its
+    ``adv_abs_token_mean`` is left out: ``measured`` has it over the whole batch);
+    ``counts``: over everything generated this step (dropped groups included);
+    ``kept_rewards`` ``[G, N]``: the groups that reached the update.
+    """
+    gen = max(counts["groups_generated"], 1)
+    r = kept_rewards if kept_rewards.numel() else torch.zeros(1)
+    tokens, samples = counts["tokens_generated"], counts["samples_generated"]
+    return {
+        "step": step, **measured,
+        **{k: v for k, v in update.items() if k != "adv_abs_token_mean"},
+        "groups": counts["groups_generated"], "samples": samples,
+        "groups_kept": groups_kept, "sampling_rounds": counts["rounds"],
+        "reward_mean": float(r.mean()), "reward_std": float(r.std()) if r.numel() > 1 else 0.0,
+        "pass_rate": float((r > pass_threshold).float().mean()),
+        "reward_failures": counts["reward_failures"],
+        "zero_variance_rate": counts["zero_variance"] / gen,
+        "zero_variance_all_pass": counts["all_pass"], "zero_variance_all_fail": counts["all_fail"],
+        "zero_variance_all_pass_rate": counts["all_pass"] / gen,
+        "zero_variance_all_fail_rate": counts["all_fail"] / gen,
+        "tokens": tokens, "rollout_tokens_total": rollout_tokens_total,
+        "response_len_mean": tokens / max(samples, 1),
+        "tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
+        "samples_per_s": samples / step_s if step_s > 0 else 0.0,
+        "lr": lr, "prompts_retired": prompts_retired,
+        **{f"time_{k}_s": v for k, v in timing.items()}, "time_train_s": timing["old_logp"] + timing["update"],
+        "time_step_s": step_s,
+    }

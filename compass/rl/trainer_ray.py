@@ -1,0 +1,131 @@
+"""A trainer backend that lives in one Ray actor: ``RayTrainer(backend_name, model, cfg)``.
+
+The real trainer (``get_trainer_backend(backend_name)(model_copy, cfg)``) is built in the
+actor from the policy's config and weights (sent once through the object store,
+:func:`compass.rl.ray_cluster.model_payload`). Every protocol method
+(:class:`compass.rl.trainer.TrainerBackend`) forwards to it; tensors go both ways through
+Ray's object store:
+
+- ``logprobs(batch, routes=None) -> (logp, entropy)``: ``[B, L-1]`` float32 each;
+- ``update(batch, advantages, old_logp, cfg, routes=None) -> metrics``;
+- ``logprobs_with_routes(batch)`` and ``pre_step_logprobs()``: the wrapped trainer's (the torch
+  trainer records its MoE routes with hooks on its own model, which lives in the actor);
+- ``hf_state_dict()``: the weights under HF names, copied to the driver;
+  ``hf_state_dict_ref()``: the same as an ``ObjectRef``, which
+  :meth:`compass.rl.rollout_ray.RayRolloutPool.sync_weights` takes without a driver copy;
+- ``state_dict()`` / ``load_state_dict(state)``: everything needed to resume.
+
+Any other public attribute of the wrapped trainer is forwarded too: ``hasattr(ray_trainer,
+name)`` asks the actor once (a remote ``hasattr``) and remembers whether it is a method
+(calls are forwarded) or a value (e.g. the trainer's ``steps``: every read returns a fresh
+copy; assigning to it on the wrapper does not reach the actor).
+
+The driver's ``model`` is not updated: load ``hf_state_dict()`` into it when it must hold
+the trained weights (the end of a run, an evaluation callback).
+"""
+from __future__ import annotations
+
+import functools
+
+from compass.rl.ray_cluster import ensure_ray, model_from_payload, model_payload, remote_class, start_actors
+from compass.rl.trainer import TrainerBackend, get_trainer_backend
+
+import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
+
+
+class _TrainerActor:
+    """The wrapped trainer, on its own copy of the policy, in its own process."""
+
+    def __init__(self, backend_name: str, payload: dict, cfg, threads: int):
+        import torch
+        torch.set_num_threads(threads)          # before any op: this process's share of the cores
+        self.model = model_from_payload(payload)
+        self.trainer = get_trainer_backend(backend_name)(self.model, cfg)
+
+    def ready(self) -> str:
+        return self.trainer.name
+
+    def kind(self, name: str) -> str | None:
+        """What ``name`` is on the trainer: ``"method"``, ``"value"`` or None (absent)."""
+        if not hasattr(self.trainer, name):
+            return None
+        return "method" if callable(getattr(self.trainer, name)) else "value"
+
+    def get(self, name: str):
+        return getattr(self.trainer, name)
+
+    def call(self, name: str, *args, **kwargs):
+        return getattr(self.trainer, name)(*args, **kwargs)
+
+
+class RayTrainer(TrainerBackend):
+    """A :class:`~compass.rl.trainer.TrainerBackend` whose trainer runs in a Ray actor."""
+
+    def __init__(self, backend_name: str, model, cfg, *, threads: int | None = None,
+                 actor_options: dict | None = None, ready_timeout_s: float = 600.0):
+        """``model``: the HF policy (copied to the actor); ``cfg``: the trainer's config (``RLConfig``).
+        ``threads``: torch threads in the actor (None: this process's ``torch.get_num_threads()``,
+        what the trainer would have used here). ``actor_options``: Ray's ``.options()`` for the
+        actor (default ``{"num_cpus": 0}``: it never waits for CPUs a rollout pool holds).
+        Raises ValueError for an unknown backend, RuntimeError when the actor cannot start."""
+        import torch
+        get_trainer_backend(backend_name)      # an unknown name fails here, with the known ones listed
+        ensure_ray()
+        self.name = backend_name
+        self.threads = threads or torch.get_num_threads()
+        self._kinds: dict[str, str | None] = {}
+        payload = ray.put(model_payload(model))
+        cls = remote_class(_TrainerActor).options(**{"num_cpus": 0, **(actor_options or {})})
+        (self._actor,) = start_actors(lambda: cls.remote(backend_name, payload, cfg, self.threads), 1,
+                                      ready_timeout_s, f"trainer ({backend_name})")
+
+    def _call(self, name: str, *args, **kwargs):
+        if self._actor is None:
+            raise RuntimeError("RayTrainer is closed")
+        return ray.get(self._actor.call.remote(name, *args, **kwargs))
+
+    # -- the protocol ---------------------------------------------------------------------
+    def logprobs(self, batch, routes=None):
+        return self._call("logprobs", batch, routes)
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
+        return self._call("update", batch, advantages, old_logp, cfg, routes)
+
+    def logprobs_with_routes(self, batch):
+        return self._call("logprobs_with_routes", batch)
+
+    def pre_step_logprobs(self):
+        return self._call("pre_step_logprobs")
+
+    def hf_state_dict(self):
+        return self._call("hf_state_dict")
+
+    def hf_state_dict_ref(self) -> "ray.ObjectRef":
+        """``hf_state_dict()`` left in the object store (for ``RayRolloutPool.sync_weights``)."""
+        return self._actor.call.remote("hf_state_dict")
+
+    def state_dict(self) -> dict:
+        return self._call("state_dict")
+
+    def load_state_dict(self, state: dict) -> None:
+        self._call("load_state_dict", state)
+
+    def close(self) -> None:
+        """Kill the actor. Idempotent (Ray also kills it once this object is gone)."""
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            ray.kill(actor)
+
+    # -- whatever else the wrapped trainer has ------------------------------------------------
+    def __getattr__(self, name: str):
+        # only reached for names not found normally; private names and a half-built object never go remote
+        if name.startswith("_") or self.__dict__.get("_actor") is None:
+            raise AttributeError(name)
+        kinds = self.__dict__["_kinds"]
+        if name not in kinds:                  # a remote hasattr, once per name
+            kinds[name] = ray.get(self._actor.kind.remote(name))
+        if kinds[name] is None:
+            raise AttributeError(f"the {self.name} trainer has no attribute {name!r}")
+        if kinds[name] == "method":
+            return functools.partial(self._call, name)
+        return ray.get(self._actor.get.remote(name))      # a value: a fresh copy at every access

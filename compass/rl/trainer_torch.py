@@ -1,0 +1,114 @@
+"""The ``torch`` trainer backend: the HF policy itself, AdamW, the registered losses.
+
+Router Replay: with ``routes`` every MoE router is driven by
+``compass.rl.router_replay.replay_routes`` for the old-log-prob recompute and
+for the update's forward and backward.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from compass.lm.policy_forward import token_logprobs
+from compass.rl.losses import masked_mean, policy_loss
+from compass.rl.trainer import TrainerBackend, register_trainer_backend
+
+
+def _replay(model, routes):
+    if routes is None:
+        return contextlib.nullcontext()
+    from compass.rl.router_replay import replay_routes
+    return replay_routes(model, routes)
+
+
+def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None,
+                sink: dict | None = None) -> dict[str, float]:
+    """One policy-gradient step of ``cfg.policy_loss`` on a :func:`~compass.rl.batch.build_batch` batch.
+
+    ``advantages`` ``[B, L-1]`` (per token); ``old_logp`` ``[B, L-1]``, or None for the
+    detached log-probs of this same forward (a single update per batch: ratio 1).
+    When every advantage is 0 there is no signal: the forward runs (for the entropy
+    metric) but no backward or optimizer step (``updated`` 0). ``sink``, when given, gets
+    ``"logp"``: this forward's detached log-probs ``[B, L-1]`` (the pre-step policy's).
+    """
+    model.train()
+    mask = batch["completion_mask"][:, 1:]
+    advantages = advantages.detach().float()
+    has_signal = bool((advantages != 0).any())
+    grad_norm = 0.0
+    with torch.set_grad_enabled(has_signal), _replay(model, routes):
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature, only=mask)
+        old = logp.detach() if old_logp is None else old_logp.detach()
+        loss, lm, _ = policy_loss(cfg.policy_loss, logp, old, advantages, mask, entropy=entropy.detach(),
+                                  vocab_size=model.config.vocab_size, settings=cfg.loss_options())
+        if sink is not None:
+            sink["logp"] = logp.detach()
+        if has_signal:
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+    if has_signal:
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
+                "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": grad_norm,
+                "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+
+
+class TorchTrainer(TrainerBackend):
+    name = "torch"
+
+    def __init__(self, model, cfg):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.steps = 0
+        self.temperature = cfg.temperature
+        self.last = {}              # the last update's pre-step log-probs ("logp" [B, L-1]): the mismatch metric
+
+    @torch.no_grad()
+    def logprobs(self, batch, routes=None):
+        was_training = self.model.training
+        self.model.eval()
+        with _replay(self.model, routes):
+            out = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature,
+                                 only=batch["completion_mask"][:, 1:])
+        self.model.train(was_training)
+        return out
+
+    def logprobs_with_routes(self, batch):
+        """Free routing; on a MoE model, the routes its routers chose, recorded by hooks (transformers' forward)."""
+        if getattr(self.model.config, "num_experts", 0) <= 0:
+            return (*self.logprobs(batch, None), None)
+        from compass.rl.router_replay import record_routes
+        with record_routes(self.model) as rec:
+            logp, ent = self.logprobs(batch, None)
+        return logp, ent, rec.routes()
+
+    def pre_step_logprobs(self):
+        return self.last.get("logp")
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
+        """One AdamW step on ``cfg.policy_loss``; no step (``updated`` 0) when every advantage is 0."""
+        self.last = {}
+        m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
+                        sink=self.last)
+        self.steps += int(m["updated"])
+        return m
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach() for k, v in self.model.state_dict().items()}
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = int(state["steps"])
+
+
+@register_trainer_backend("torch")
+def make_torch_trainer(model, cfg) -> TorchTrainer:
+    return TorchTrainer(model, cfg)

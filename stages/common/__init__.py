@@ -1,1 +1,0 @@
-"""Libraries every stage shares: artifact store, configs, fingerprints, the stage runner."""
