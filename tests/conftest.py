@@ -1,20 +1,24 @@
-"""Shared fixtures: artifact stores, local and on a real S3 server (SeaweedFS, one per session)."""
+"""Shared fixtures: artifact stores, local and on a real S3 server (SeaweedFS, one per session), and the tiny world.
+
+``world_store``: a local ArtifactStore (in a session tmp dir) where the world
+stage has run once. ``world_arts``: its outputs, slot -> Artifact
+(``raw_sft``, ``raw_prompts``, ``preferences``, ``eval_prompts``, ``base``).
+``world_config``: the config it ran with. Tests should write their own
+outputs to their own store (``tmp_path``) or use names that do not collide.
+"""
 from __future__ import annotations
 
 import os
-
-import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
+from tests.helpers import small_world_config
+from tests.s3_server import S3Server, find_weed, start_s3_server
 
-from s3_server import S3Server, find_weed, start_s3_server  # noqa: E402
+os.environ.setdefault("COMPASS_PROGRESS", "0")
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,44 @@ def any_store(request, tmp_path: Path):
     s3: S3StoreRoot = request.getfixturevalue("s3_store_root")
     return ArtifactStore(s3.fresh_root(request.node.name.split("[")[0]), storage_options=s3.storage_options,
                          cache_dir=tmp_path / "cache")
+
+
+# -- the tiny world, built once per test session at small sizes ----------------------------------------
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tests (float sums then match bit for bit across runs), restored after."""
+    import torch
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def world_config():
+    return small_world_config()
+
+
+@pytest.fixture(scope="session")
+def _world_run(tmp_path_factory, world_config):
+    from compass.store.store import ArtifactStore
+    from stages.world import stage as world
+    store = ArtifactStore(str(tmp_path_factory.mktemp("world") / "store"))
+    return store, world.run(world_config, {}, store)
+
+
+@pytest.fixture(scope="session")
+def world_store(_world_run):
+    return _world_run[0]
+
+
+@pytest.fixture(scope="session")
+def world_result(_world_run):
+    """The world stage's StageResult (status, version, output URIs)."""
+    return _world_run[1]
+
+
+@pytest.fixture(scope="session")
+def world_arts(_world_run) -> dict:
+    store, result = _world_run
+    return {slot: store.open(uri) for slot, uri in result.outputs.items()}

@@ -1,4 +1,4 @@
-"""Compass-Gym: verifiable rewards (ARCHITECTURE §4, docs/gym.md).
+"""Compass-Gym: verifiable rewards (docs/gym.md, docs/architecture.md §4).
 
 - ``registry``: the one registry, a verifier per module of ``verifiers/`` (``math_exact``, ``math``,
   ``code``, ``ifeval``, ``tool_call``, ``mcq``, ``json_schema``, ``qa``, ``title_rules``, ``genrm``),

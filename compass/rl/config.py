@@ -20,7 +20,7 @@ class RLConfig(StrictModel):
     group_size: int = Field(4, ge=2, description="completions sampled per prompt (N)")
     max_new_tokens: int = Field(48, ge=1)
     temperature: float = Field(1.0, gt=0, description="sampling temperature; log-probs use the same")
-    lr: float = Field(5e-5, gt=0, description="AdamW learning rate (ARCHITECTURE §5: above ~1e-4 collapsed)")
+    lr: float = Field(5e-5, gt=0, description="AdamW learning rate (docs/architecture.md §5: above ~1e-4 collapsed)")
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0, description="clip the global gradient norm to this")
     advantage: str = Field("grpo", description="advantage estimator, a name in compass.rl.advantages.ADVANTAGES")

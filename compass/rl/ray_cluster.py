@@ -1,7 +1,7 @@
 """Ray for the RL engine's actors: connect to a cluster or start a loopback one, and ship models.
 
 :func:`ensure_ray` connects to ``$RAY_ADDRESS`` when it is set, else starts a local Ray that
-stays on loopback (ARCHITECTURE §6):
+stays on loopback (docs/rl_ray.md):
 
 - ``RAY_AUTH_MODE=disabled``: otherwise Ray 2.60 writes ``~/.ray/auth_token``;
 - ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: on Linux Ray 2.60 turns ``_node_ip_address=

@@ -4,7 +4,7 @@ Why it exists: on the tiny CPU models of this project ``transformers.generate`` 
 by per-call overhead, not arithmetic (about 7.5 ms per decode step for 32 rows of a
 128-wide, 4-layer MoE, of which the matmuls are a small part). This decoder runs the
 same maths with far fewer tensor ops per step (``compass bench vs-trl`` and
-``tests/stages/test_rl_rollout_native.py`` measure it against ``hf``):
+``tests/compass/rl/test_rollout_native.py`` measure it against ``hf``):
 
 - the prompts are prefilled once each and their KV cache is repeated ``n`` times
   (``generate`` prefills every one of the ``n`` copies);

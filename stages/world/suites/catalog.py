@@ -276,7 +276,7 @@ ADJECTIVES: dict[str, list[str]] = {
     "ms": ["Premium", "Kompak", "Klasik", "Mewah", "Mudah Alih", "Ringan", "Tulen", "Moden"],
 }
 # Synthetic brands, each with a look-alike (the hard distractor of the brand suite). No
-# brand is part of another brand or of any catalog word (tests/stages/test_world_ecommerce.py).
+# brand is part of another brand or of any catalog word (tests/stages/world/test_ecommerce.py).
 BRAND_PAIRS = [("Lumio", "Lumeo"), ("Zenta", "Zanta"), ("Orvix", "Orvex"), ("Kairo", "Kaero"),
                ("Nimbo", "Nimba"), ("Vexa", "Vexi"), ("Tundra", "Tondra"), ("Aster", "Astor"),
                ("Picco", "Pacco"), ("Halvo", "Helvo"), ("Rivo", "Ravo"), ("Solan", "Solen")]

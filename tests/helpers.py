@@ -1,0 +1,55 @@
+"""Test helpers: hand-made artifacts (committed through the real store, as a foreign producer
+would) and the small world config."""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pyarrow as pa
+
+from compass.store.store import Artifact, ArtifactStore, ArtifactWriter
+
+MATH_VERIFIER = json.dumps({"type": "math_exact"})
+MCQ_VERIFIER = json.dumps({"type": "mcq"})
+TEST_META = dict(producer="test", stage="test", config_fingerprint="x", code_version="x")
+
+
+def commit_artifact(store: ArtifactStore, kind: str, name: str, fill: Callable[[ArtifactWriter], None],
+                    version: str = "v1") -> Artifact:
+    w = store.begin(kind, name, version, **TEST_META)
+    fill(w)
+    return w.commit()
+
+
+def commit_table(store: ArtifactStore, kind: str, name: str, table: pa.Table) -> Artifact:
+    return commit_artifact(store, kind, name, lambda w: w.write_table(table))
+
+
+def commit_checkpoint(store: ArtifactStore, name: str, model, tok) -> Artifact:
+    from compass.lm.model_factory import save_checkpoint
+    return commit_artifact(store, "checkpoint", name, lambda w: save_checkpoint(model, tok, w.dir))
+
+
+def sum_sft_samples(tok, n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """``n`` encoded SFT samples "a+b+...=?" -> "<think>a b ...</think>sum" (1-6 terms), all under 256 tokens."""
+    import random
+
+    from compass.lm.sft.train import encode_table
+    rng = random.Random(seed)
+    prompts, responses = [], []
+    for _ in range(n):
+        a = [rng.randint(1, 99) for _ in range(rng.randint(1, 6))]
+        prompts.append("+".join(map(str, a)) + "=?")
+        responses.append(f"<think>{' '.join(map(str, a))}</think>{sum(a)}")
+    enc, skipped = encode_table(tok, prompts, responses, 256)
+    assert skipped == 0
+    return enc
+
+
+SMALL_WORLD = dict(suites={"arithmetic": {"n": 120, "n_eval": 10}, "ecommerce_category": {"n": 60, "n_eval": 10}},
+                   n_preference_pairs=30, n_planted=2)
+
+
+def small_world_config(**over):
+    from stages.world.config import WorldConfig
+    return WorldConfig(**{**SMALL_WORLD, **over})
