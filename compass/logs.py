@@ -10,9 +10,10 @@ Log file (``log_file``, a new one per run under ``$COMPASS_LOG_DIR``, default ``
 :func:`new_log_file`): every record, ours from DEBUG, third parties' from INFO, whatever the console
 shows.
 
-Two libraries print through their own stderr handler and stop propagation: Ray (logger ``ray``, set
-up when ``ray`` is imported) and transformers (logger ``transformers``). They are adopted: their
-handler is removed and their records propagate to ours, so the same rules hold for them
+Three libraries print through their own stderr handler: Ray (logger ``ray``, set up when ``ray`` is
+imported) and transformers (logger ``transformers``) stop propagation, datasets holds its logger at
+WARNING. They are adopted: their handler is removed, their level cleared and their records propagate
+to ours, so the same rules hold for them
 (transformers' verbosity goes to INFO for the log file unless TRANSFORMERS_VERBOSITY is set). A
 library imported later is adopted as its import finishes (a small import hook, installed here).
 HTTP clients' per-request lines (httpx, httpcore: Prefect's API calls) stay at WARNING everywhere.
@@ -33,8 +34,8 @@ OURS = "compass"
 FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 # Per-request INFO lines of Prefect's HTTP client: kept out of the log file too.
 CHATTY = ("httpx", "httpcore")
-# Libraries with their own stderr handler (no propagation) that we route through ours.
-ADOPTED = ("ray", "transformers")
+# Libraries with their own stderr handler (and their own level) that we route through ours.
+ADOPTED = ("ray", "transformers", "datasets")
 
 class ConsoleFilter(logging.Filter):
     """Our records from the handler's level; third parties' only from WARNING unless verbose."""
@@ -107,6 +108,8 @@ def adopt(name: str) -> None:
             logger.removeHandler(h)
     logger.propagate = True
     tlog = sys.modules.get("transformers.utils.logging") if name == "transformers" else None
+    if tlog is None:
+        logger.setLevel(logging.NOTSET)     # e.g. datasets holds itself at WARNING: its INFO for the log file
     if tlog is not None:
         tlog.disable_default_handler()      # its own handler, should transformers set it up again
         tlog.enable_propagation()

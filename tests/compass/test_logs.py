@@ -24,6 +24,16 @@ def fresh_logging(tmp_path, monkeypatch):
     saved = {n: (logging.getLogger(n).level, logging.getLogger(n).propagate, list(logging.getLogger(n).handlers))
              for n in names}
     meta_path = list(sys.meta_path)
+    # a clean slate even after other tests set up logging in this process (Prefect's handlers included)
+    root = logging.getLogger()
+    foreign = [h for h in root.handlers if not getattr(h, "_compass", False)]
+    for h in foreign:
+        root.removeHandler(h)
+    for n in (*logs.ADOPTED, *THIRD_PARTY):
+        lg = logging.getLogger(n)
+        lg.handlers[:] = []
+        lg.setLevel(logging.NOTSET)
+        lg.propagate = True
 
     def setup(**kw):
         path = logs.setup_logging(**kw)
@@ -34,7 +44,6 @@ def fresh_logging(tmp_path, monkeypatch):
         return buf, path
 
     yield setup
-    root = logging.getLogger()
     for h in [h for h in root.handlers if getattr(h, "_compass", False)]:
         root.removeHandler(h)
         h.close()
@@ -44,6 +53,7 @@ def fresh_logging(tmp_path, monkeypatch):
         lg.propagate = propagate
         if n:
             lg.handlers[:] = handlers
+    root.handlers[:] = [*foreign, *[h for h in root.handlers if h not in foreign]]
     sys.meta_path[:] = meta_path
     sys.modules.pop("fake_noisy_lib", None)
 
@@ -128,3 +138,22 @@ def test_a_library_with_its_own_stderr_handler_is_adopted_on_import(fresh_loggin
     assert "INFO from a noisy library" not in buf.getvalue()
     assert "WARNING from a noisy library" in buf.getvalue()
     assert "INFO from a noisy library" in path.read_text()
+
+
+def test_datasets_info_reaches_the_log_file_and_its_warnings_print_once(fresh_logging, tmp_path):
+    """datasets adds its own stderr handler and holds its logger at WARNING: adopted, its INFO goes
+    to the log file and a warning shows once on the console (not twice through two handlers)."""
+    import datasets  # noqa: F401  (adopted only once imported)
+    own = logging.getLogger("datasets")                  # what datasets does to it at import
+    own.addHandler(logging.StreamHandler(io.StringIO()))
+    own.setLevel(logging.WARNING)
+    buf, path = fresh_logging(log_file=tmp_path / "run.log")
+    assert own.handlers == [] and own.level == logging.NOTSET
+    lg = logging.getLogger("datasets.builder")
+    lg.info("INFO from datasets")
+    lg.warning("WARNING from datasets")
+    for h in logging.getLogger().handlers:
+        h.flush()
+    assert "INFO from datasets" in path.read_text()
+    assert "INFO from datasets" not in buf.getvalue()
+    assert buf.getvalue().count("WARNING from datasets") == 1
