@@ -47,6 +47,14 @@ def response_of(row: dict) -> str:
     return text
 
 
+def gold_of(row: dict) -> str:
+    """The row's non-empty ``gold`` text, or RowError."""
+    gold = require(row, "gold", str)
+    if not gold.strip():
+        raise RowError("empty field 'gold'")
+    return gold
+
+
 def score_fields(name: str, row) -> dict:
     """The fields verifier ``name`` adds to ``row``: its own fields and ``score``, plus ``error`` (None when
     scored). An unscorable row gets the verifier's defaults, its error score and the reason.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from compass.gym.math_answers.equal import DEFAULT_TIMEOUT_S, math_equal
 from compass.gym.registry import Verifier, register_verifier
-from compass.gym.rows import RowError, require, response_of
+from compass.gym.rows import gold_of, response_of
 
 
 def score_spec(spec: dict, response: str, reference: str) -> float:
@@ -19,11 +19,7 @@ def score_spec(spec: dict, response: str, reference: str) -> float:
 
 
 def score_row(row: dict) -> dict:
-    response = response_of(row)
-    gold = require(row, "gold", str)
-    if not gold.strip():
-        raise RowError("empty field 'gold'")
-    ok = math_equal(response, gold)
+    ok = math_equal(response_of(row), gold_of(row))
     return {"correct": ok, "score": 1.0 if ok else 0.0}
 
 

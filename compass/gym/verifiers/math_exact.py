@@ -15,7 +15,7 @@ from fractions import Fraction
 
 from compass.gym.math_answers.extract import last_boxed
 from compass.gym.registry import Verifier, register_verifier
-from compass.gym.rows import RowError, require, response_of
+from compass.gym.rows import gold_of, response_of
 from compass.gym.score import final_answer
 
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?|[-+]?\.\d+"
@@ -68,11 +68,7 @@ def score_spec(spec: dict, response: str, reference: str) -> float:
 
 
 def score_row(row: dict) -> dict:
-    response = response_of(row)
-    gold = require(row, "gold", str)
-    if not gold.strip():
-        raise RowError("empty field 'gold'")
-    ok = numbers_equal(response, gold)
+    ok = numbers_equal(response_of(row), gold_of(row))
     return {"correct": ok, "score": 1.0 if ok else 0.0}
 
 
