@@ -122,7 +122,7 @@ LossConfig = Annotated[Union[PPOClipLoss, GSPOLoss, ESPOLoss], Field(discriminat
 
 # -- the old flat layout ----------------------------------------------------------------------
 
-MOVED = {  # old flat key -> where it lives now
+MOVED = {  # old flat key -> where it lives now (and for which kinds)
     "prompts_per_step": "sampling.prompts_per_step", "group_size": "sampling.group_size",
     "drop_zero_variance": "sampling.drop_zero_variance", "dynamic_sampling": "sampling.dynamic",
     "dynamic_sampling_max_rounds": "sampling.dynamic_max_rounds", "retire_solved": "sampling.retire_solved",
@@ -142,7 +142,10 @@ MOVED = {  # old flat key -> where it lives now
 
 def moved_keys(data: dict) -> list[str]:
     """One message per key of the old flat layout in ``data``, naming the key that replaced it."""
-    out = [f"`{k}` moved to `{MOVED[k]}`" for k in data if k in MOVED]
+    out = []
+    for key in (k for k in data if k in MOVED):
+        new, _, kinds = MOVED[key].partition(" ")
+        out.append(f"`{key}` moved to `{new}`" + (f" {kinds}" if kinds else ""))
     if "policy_loss" in data:
         out.append(f"`policy_loss: {data['policy_loss']}` is now `loss: {{kind: {data['policy_loss']}}}`")
     for key in ("advantage", "loss"):            # a bare name where settings with a kind are expected
