@@ -1,7 +1,8 @@
 """Config loading: YAML validated by pydantic at the edge.
 
 Every model forbids unknown keys; an error names the file, the dotted path of
-the bad key and, for a misspelling, the key that was probably meant.
+the bad key and, for a misspelling, the key that was probably meant (for a key a
+model moved, its new place: ``moved_key_error``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,32 +27,49 @@ class ConfigError(ValueError):
     """A config that does not validate; str() is one line per problem."""
 
 
-def _as_model(annotation) -> type[BaseModel] | None:
-    """The pydantic model in an annotation (``Model``, ``Model | None``, ``Optional[Model]``)."""
+def _models(annotation) -> list[type[BaseModel]]:
+    """The pydantic models in an annotation (``Model``, ``Model | None``, a union of several)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in typing.get_args(annotation):
-        found = _as_model(arg)
-        if found is not None:
-            return found
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _tagged(models: list[type[BaseModel]], discriminator: str, tag) -> type[BaseModel] | None:
+    """The member of a discriminated union whose ``discriminator`` field is the literal ``tag``."""
+    for m in models:
+        field = m.model_fields.get(discriminator)
+        if field is not None and tag in typing.get_args(field.annotation):
+            return m
     return None
 
 
 def _known_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     """The field names allowed at ``loc`` (for 'did you mean')."""
     cur: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        if cur is None:
-            return []
-        field = cur.model_fields.get(part)
+    parts = list(loc[:-1])
+    while parts:
+        field = cur.model_fields.get(parts.pop(0))
         if field is None:
             return []
-        cur = _as_model(field.annotation)
-    if cur is None:
-        return []
+        models = _models(field.annotation)
+        if isinstance(field.discriminator, str) and parts:   # pydantic puts the member's tag in the loc
+            cur = _tagged(models, field.discriminator, parts.pop(0))
+        else:
+            cur = models[0] if models else None
+        if cur is None:
+            return []
     keys = list(cur.model_fields)
     keys += [f.alias for f in cur.model_fields.values() if f.alias and f.alias not in keys]
     return keys
+
+
+MOVED_KEY = "moved_key"
+
+
+def moved_key_error(messages: list[str]) -> PydanticCustomError:
+    """What a ``model_validator(mode="before")`` raises for keys its model moved (``messages`` name the new
+    keys); reported as given, without echoing the whole input."""
+    return PydanticCustomError(MOVED_KEY, "{moved}", {"moved": "; ".join(messages)})
 
 
 def _norm(key: str) -> str:
@@ -91,6 +110,8 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], source
             close = suggest_key(str(loc[-1]), _known_keys(model, loc))
             if close:
                 msg += f" (did you mean '{close}'?)"
+        elif e["type"] == MOVED_KEY:
+            msg = e["msg"]
         elif e["type"] == "missing":
             msg = "required key is missing"
         else:

@@ -72,9 +72,11 @@ def _genrm_config(args):
     return GenRMConfig(seed=args.seed, holdout_fraction=args.holdout, steps=args.warm_steps, batch_size=16,
                        lr=args.warm_lr, warmup_steps=10, min_lr_ratio=0.1, reference_pairs=not args.no_reference_pairs,
                        packing=True, eval_pairs=0, max_new_tokens=args.max_new_tokens, log_every=50,
-                       grpo=RLConfig(seed=args.seed, steps=args.grpo_steps, prompts_per_step=args.grpo_prompts,
-                                     group_size=args.grpo_group, temperature=args.grpo_temperature,
-                                     max_new_tokens=args.max_new_tokens, lr=args.grpo_lr, checkpoint_every=0),
+                       grpo=RLConfig(seed=args.seed, steps=args.grpo_steps, checkpoint_every=0,
+                                     sampling={"prompts_per_step": args.grpo_prompts, "group_size": args.grpo_group},
+                                     rollout={"temperature": args.grpo_temperature,
+                                              "max_new_tokens": args.max_new_tokens},
+                                     trainer={"lr": args.grpo_lr}),
                        bt=BradleyTerryConfig(steps=args.bt_steps, batch_size=16, lr=args.bt_lr), flip_examples=3)
 
 

@@ -40,11 +40,12 @@ from pathlib import Path
 
 import torch
 
-METHODS = {
-    "grpo": {"advantage": "grpo", "policy_loss": "ppo_clip_token_mean", "clip_eps": 0.2},
-    "dapo": {"advantage": "grpo", "policy_loss": "ppo_clip_token_mean", "clip_eps": 0.2, "clip_eps_high": 0.28,
-             "dynamic_sampling": True},
-    "ours": {"advantage": "rl_zvp", "policy_loss": "espo", "retire_solved": True},
+METHODS = {  # each method's RLConfig sections (the sampling keys join the shared ones)
+    "grpo": {"advantage": {"kind": "grpo"}, "loss": {"kind": "ppo_clip_token_mean", "clip_eps": 0.2}},
+    "dapo": {"advantage": {"kind": "grpo"},
+             "loss": {"kind": "ppo_clip_token_mean", "clip_eps": 0.2, "clip_eps_high": 0.28},
+             "sampling": {"dynamic": True}},
+    "ours": {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"}, "sampling": {"retire_solved": True}},
 }
 SUITES = ("arithmetic", "ifeval")
 
@@ -124,10 +125,13 @@ def run_method(name, seed, base_state, tok, train_prompts, eval_prompts, args, m
     from compass.rl.config import RLConfig
     from compass.rl.engine import train
     model = base_state["factory"]()
-    cfg = RLConfig(seed=seed, steps=10_000, prompts_per_step=args.prompts_per_step, group_size=args.group_size,
-                   mini_batches=args.mini_batches,
-                   max_new_tokens=args.max_new_tokens, lr=args.lr, rollout_token_budget=args.budget,
-                   **METHODS[name])
+    method = METHODS[name]
+    cfg = RLConfig(seed=seed, steps=10_000, rollout_token_budget=args.budget,
+                   rollout={"max_new_tokens": args.max_new_tokens},
+                   trainer={"lr": args.lr, "mini_batches": args.mini_batches},
+                   sampling={"prompts_per_step": args.prompts_per_step, "group_size": args.group_size,
+                             **method.get("sampling", {})},
+                   advantage=method["advantage"], loss=method["loss"])
     evals = [dict(base_state["eval0"], tokens=0)]      # held-out results at the token counts they were taken at
     nxt = [1]
     t_eval = [0.0]

@@ -138,8 +138,9 @@ def vllm_rollout(policy, tok, prompts: list[str], n: int, max_new_tokens: int, s
         params = inspect.signature(factory).parameters
         if "cfg" in params or len([p for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD]) >= 3:
             from compass.rl.config import RLConfig          # factory(model, tok, cfg), as rollout.py describes
-            cfg = RLConfig(rollout_backend="vllm", rollout_dtype="bfloat16", router_replay=True, temperature=1.0,
-                           max_new_tokens=max_new_tokens, seed=seed)
+            cfg = RLConfig(rollout={"backend": "vllm", "dtype": "bfloat16", "temperature": 1.0,
+                                    "max_new_tokens": max_new_tokens},
+                           trainer={"router_replay": True}, seed=seed)
             backend = factory(policy, tok, cfg)
         else:                                              # factory(model, tok, **options)
             backend = factory(policy, tok, dtype="bfloat16", seed=seed, record_routes=True)

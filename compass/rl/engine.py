@@ -2,18 +2,19 @@
 
 Per step (each phase timed):
 
-1. **rollout** — ``prompts_per_step`` prompts, ``group_size`` samples each, from the
-   rollout backend (``hf`` or ``vllm``; ``compass.rl.rollout``) with the sampler's
+1. **rollout** — ``sampling.prompts_per_step`` prompts, ``sampling.group_size`` samples each, from the
+   rollout backend (``native``, ``hf`` or ``vllm``; ``compass.rl.rollout``) with the sampler's
    per-token log-probs and, for Router Replay, the experts each MoE layer chose.
    With DAPO dynamic sampling, more prompts are drawn until the batch holds
-   ``prompts_per_step`` groups with reward spread (every generated token is counted).
+   ``sampling.prompts_per_step`` groups with reward spread (every generated token is counted).
 2. **reward** — Compass-Gym, in process or through the reward service.
 3. **old log-probs** — the trainer recomputes the completions' log-probs and
-   entropies (with the recorded routes when ``router_replay``); the gap to the
+   entropies (with the recorded routes when ``trainer.router_replay``); the gap to the
    rollout's log-probs is the train–inference mismatch, logged every step.
-4. **advantages** — the configured estimator (GRPO, Dr. GRPO, RL-ZVP token shaping);
-   zero-variance groups can be left out of the update (``drop_zero_variance``).
-5. **update** — one optimizer step of the configured policy loss (``compass.rl.trainer``).
+4. **advantages** — the configured estimator (``advantage.kind``: GRPO, Dr. GRPO, RL-ZVP token shaping);
+   zero-variance groups can be left out of the update (``sampling.drop_zero_variance``).
+5. **update** — one optimizer step per mini-batch of the configured policy loss (``loss.kind``;
+   ``compass.rl.trainer``).
 6. **weight sync** — the trainer's weights to the rollout side.
 
 Metrics go to ``metrics.jsonl``, TensorBoard and PNG plots (``compass.rl.metrics_log``);
@@ -52,8 +53,9 @@ def compute_advantages(rewards: torch.Tensor, mask: torch.Tensor, entropy: torch
                        cfg: RLConfig) -> torch.Tensor:
     """``[G, N]`` rewards -> ``[G*N, T]`` token advantages with the configured estimator; ``mask`` and
     ``entropy`` ``[G*N, T]`` (completions in group-major order)."""
-    return get_advantage(cfg.advantage)(rewards, mask, entropy=entropy, pass_threshold=cfg.pass_threshold,
-                                        **cfg.advantage_options())
+    settings = cfg.advantage
+    return get_advantage(settings.kind)(rewards, mask, entropy=entropy, pass_threshold=cfg.reward.pass_threshold,
+                                        **settings.model_dump(exclude={"kind"}))
 
 
 @dataclass
@@ -122,7 +124,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     """Run ``cfg.steps`` RL steps on ``model`` in place; return metrics, rollouts and prompt stats.
 
     ``score_fn(verifier_json, response, reference) -> float`` defaults to
-    ``compass.gym.score.score``; with ``cfg.reward_workers`` > 0 (and no
+    ``compass.gym.score.score``; with ``cfg.reward.workers`` > 0 (and no
     ``score_fn``) samples go to the gym's reward service instead.
     ``out_dir``: where ``metrics.jsonl``, ``tensorboard/`` and ``plots/`` go (None: nowhere).
     ``state_dir``: where the RL state is saved every ``cfg.checkpoint_every`` steps; a run
@@ -130,34 +132,34 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     after every step (held-out evaluation in benchmarks).
     """
     service = None
-    if score_fn is None and cfg.reward_workers > 0:
+    if score_fn is None and cfg.reward.workers > 0:
         from compass.gym.service import RewardService
-        service = RewardService(cfg.reward_workers, default_timeout_s=cfg.reward_timeout_s)
-    if cfg.trainer_actor:
+        service = RewardService(cfg.reward.workers, default_timeout_s=cfg.reward.timeout_s)
+    if cfg.trainer.actor:
         from compass.rl.trainer_ray import RayTrainer
-        trainer = RayTrainer(cfg.trainer_backend, model, cfg)
+        trainer = RayTrainer(cfg.trainer.backend, model, cfg)
     else:
-        trainer = get_trainer_backend(cfg.trainer_backend)(model, cfg)
-    backend = resolve_rollout_backend(cfg.rollout_backend, model)
+        trainer = get_trainer_backend(cfg.trainer.backend)(model, cfg)
+    backend = resolve_rollout_backend(cfg.rollout.backend, model)
     # same weights in the same precision on both sides (shared, or a copy synced every step)
-    same_policy = cfg.trainer_backend == "torch" and cfg.rollout_dtype == "float32" and backend in ("hf", "native")
-    options = {"dtype": cfg.rollout_dtype}
+    same_policy = cfg.trainer.backend == "torch" and cfg.rollout.dtype == "float32" and backend in ("hf", "native")
+    options = {"dtype": cfg.rollout.dtype}
     if backend in ("hf", "native"):
-        options["record_routes"] = cfg.router_replay or _is_moe(model)
-        options["share"] = same_policy and not cfg.trainer_actor and not cfg.rollout_workers
+        options["record_routes"] = cfg.trainer.router_replay or _is_moe(model)
+        options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
     rollout = None
     metrics_log = MetricsLog(out_dir)
     try:
-        if cfg.rollout_workers:
+        if cfg.rollout.workers:
             from compass.rl.rollout_ray import RayRolloutPool
-            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout_workers, **options)
+            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers, **options)
         else:
             rollout = get_rollout_backend(backend)(model, tok, **options)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
                      log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
         # the rollout sampled from the trainer's own weights in the trainer's precision: its log-probs are the
         # old policy's, so the recompute pass is skipped (the update's forward still measures the gap)
-        loop.rollout_is_policy = same_policy and not cfg.router_replay
+        loop.rollout_is_policy = same_policy and not cfg.trainer.router_replay
         return loop.run()
     finally:
         metrics_log.close()
@@ -202,14 +204,14 @@ class OldPolicy:
 class _Loop:
     def __init__(self, model, tok, prompts, cfg: RLConfig, trainer: TrainerBackend, rollout: RolloutBackend,
                  score_fn, service, log, desc, metrics_log: MetricsLog, state_dir, on_step):
-        estimator = get_advantage(cfg.advantage)
-        get_policy_loss(cfg.policy_loss)                                  # fail fast on unknown names
+        estimator = get_advantage(cfg.advantage.kind)
+        get_policy_loss(cfg.loss.kind)                                    # fail fast on a kind with no function
         self.token_level = estimator.token_level
         self.model, self.tok, self.cfg = model, tok, cfg
         self.trainer, self.rollout, self.score_fn, self.service = trainer, rollout, score_fn, service
         self.log, self.desc, self.metrics, self.state_dir, self.on_step = log, desc, metrics_log, state_dir, on_step
         self.sampler = PromptSampler(prompts, cfg.seed)
-        self.stats = PromptStats(cfg.pass_threshold)
+        self.stats = PromptStats(cfg.reward.pass_threshold)
         self.rollouts: list[dict] = []
         self.prefix_cache: dict[str, list[int]] = {}
         self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
@@ -250,7 +252,7 @@ class _Loop:
 
     def trained_weights_to_model(self) -> None:
         """Load the trainer's weights into the driver's HF model when the trainer trains its own copy."""
-        if self.cfg.trainer_backend != "torch" or self.cfg.trainer_actor:
+        if self.cfg.trainer.backend != "torch" or self.cfg.trainer.actor:
             with torch.no_grad():
                 self.model.load_state_dict(self.trainer.hf_state_dict())
 
@@ -266,7 +268,7 @@ class _Loop:
         if drawn.prompts:
             batch = TrainBatch.of([self.prefix(p) for p, g in zip(drawn.prompts, drawn.groups) for _ in g],
                                   [c for g in drawn.groups for c in g], self.tok.pad_token_id,
-                                  with_routes=self.cfg.router_replay)
+                                  with_routes=self.cfg.trainer.router_replay)
             old = self.old_policy(batch, measured, timing)
             adv = self.advantages(step, drawn, batch, old)
             ups = self.update(batch, adv, old, measured, timing)
@@ -276,25 +278,25 @@ class _Loop:
             measured.update(advantage_metrics(adv, batch.mask, self.token_level))
         return step_row(step, measured=measured, update=update, counts=drawn.counts, kept_rewards=drawn.rewards,
                         groups_kept=len(drawn.prompts), timing=timing, step_s=time.perf_counter() - t_start,
-                        pass_threshold=self.cfg.pass_threshold, lr=self.cfg.lr,
+                        pass_threshold=self.cfg.reward.pass_threshold, lr=self.cfg.trainer.lr,
                         rollout_tokens_total=self.rollout_tokens, prompts_retired=len(self.sampler.retired))
 
     def rollout_and_score(self, step: int, timing: dict) -> Drawn:
         """Rollout + reward, with DAPO dynamic sampling rounds when configured (every round is paid for)."""
-        cfg = self.cfg
-        kept = Drawn([], [], torch.zeros((0, cfg.group_size)), {
+        cfg, sp = self.cfg, self.cfg.sampling
+        kept = Drawn([], [], torch.zeros((0, sp.group_size)), {
             "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
             "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0})
         rows: list[torch.Tensor] = []
         counts = kept.counts
-        need = cfg.prompts_per_step
-        while need > 0 and counts["rounds"] < (cfg.dynamic_sampling_max_rounds if cfg.dynamic_sampling else 1):
+        need = sp.prompts_per_step
+        while need > 0 and counts["rounds"] < (sp.dynamic_max_rounds if sp.dynamic else 1):
             batch_prompts = self.sampler.take(need)
             t0 = time.perf_counter()
-            sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+            sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                       seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
             groups, rewards, failures, scoring_s = _rollout_and_score(
-                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], cfg.group_size, sampling,
+                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], sp.group_size, sampling,
                 self.score_fn, self.service)
             timing["rollout"] += time.perf_counter() - t0 - scoring_s
             timing["reward"] += scoring_s
@@ -303,11 +305,11 @@ class _Loop:
             counts["groups_generated"] += len(groups)
             counts["samples_generated"] += int(rewards.numel())
             counts["tokens_generated"] += sum(len(c.ids) for g in groups for c in g)
-            for k, v in group_stats(rewards, cfg.pass_threshold).items():
+            for k, v in group_stats(rewards, cfg.reward.pass_threshold).items():
                 if k != "groups":
                     counts[k] += v
             self.sort_round(step, batch_prompts, groups, rewards, kept, rows)
-            need = cfg.prompts_per_step - len(kept.prompts) if cfg.dynamic_sampling else 0
+            need = sp.prompts_per_step - len(kept.prompts) if sp.dynamic else 0
         if rows:
             kept.rewards = torch.stack(rows)
         return kept
@@ -315,14 +317,14 @@ class _Loop:
     def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, kept: Drawn, rows: list) -> None:
         """Per group of one round: prompt stats, retirement of solved prompts, and keep (into ``kept``/``rows``)
         or drop (dynamic sampling: a zero-variance group is recorded, paid for, and left out)."""
-        cfg = self.cfg
+        sp = self.cfg.sampling
         zv = zero_variance_groups(rewards)
         for gi, (p, g) in enumerate(zip(prompts, groups)):
             self.stats.add(p, rewards[gi].tolist())
             # solved = every sample got full marks (a shared partial-credit score is not a solve)
-            if cfg.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
-                self.sampler.retire(p.id, keep_at_least=cfg.prompts_per_step)
-            if cfg.dynamic_sampling and bool(zv[gi]):
+            if sp.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
+                self.sampler.retire(p.id, keep_at_least=sp.prompts_per_step)
+            if sp.dynamic and bool(zv[gi]):
                 self._record(step, p, g, rewards[gi], None)
                 continue
             kept.prompts.append(p)
@@ -339,7 +341,7 @@ class _Loop:
             logp, entropy, free_routes = self.trainer_logprobs(batch.tensors, batch.routes)
             measured.update(logprob_gap(logp, batch.prefixes, batch.completions, batch.mask))
         timing["old_logp"] = time.perf_counter() - t0
-        if self.cfg.router_replay:        # free routing: the mismatch replay removes
+        if self.cfg.trainer.router_replay:        # free routing: the mismatch replay removes
             free_logp, _, free_routes = self.trainer_logprobs(batch.tensors, None)
             measured["logp_gap_mean_no_replay"] = logprob_gap(free_logp, batch.prefixes, batch.completions,
                                                               batch.mask)["logp_gap_mean"]
@@ -367,12 +369,12 @@ class _Loop:
         """One optimizer step per mini-batch (PPO style); returns each one's trainer metrics ([] when no
         completion is left to train on)."""
         keep = torch.arange(adv.shape[0])
-        if self.cfg.drop_zero_variance:          # completions with no signal cost compute and teach nothing
+        if self.cfg.sampling.drop_zero_variance:          # completions with no signal cost compute and teach nothing
             keep = keep[adv.ne(0).any(dim=1)]
         measured["update_samples"] = int(keep.numel())
         if keep.numel() == 0:
             return []
-        chunks = keep.tensor_split(min(self.cfg.mini_batches, int(keep.numel())))
+        chunks = keep.tensor_split(min(self.cfg.trainer.mini_batches, int(keep.numel())))
         old_logp = old.logp
         if len(chunks) > 1 and old_logp is None:     # later mini-batches meet a moved policy
             old_logp = batch.rollout("logprobs")

@@ -126,7 +126,7 @@ class NativeRollout(LocalModelRollout):
     def __init__(self, model, tok, **options):
         why = unsupported(model.config)
         if why is not None:
-            raise ValueError(f"native rollout: unsupported model ({why}); use rollout_backend 'hf'")
+            raise ValueError(f"native rollout: unsupported model ({why}); use rollout.backend 'hf'")
         super().__init__(model, tok, **options)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:

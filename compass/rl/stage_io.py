@@ -32,16 +32,17 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     if not prompts:
         raise ValueError(f"{desc}: no prompts to train on")
     extra = dict(extra or {})
-    if cfg.pass_rate_filter is not None:
-        lo, hi = cfg.pass_rate_filter
+    if cfg.sampling.pass_rate_filter is not None:
+        lo, hi = cfg.sampling.pass_rate_filter
         prompts, dropped = filter_by_pass_rate(prompts, lo, hi)
         extra.update(dropped)
         log.info("%s: zero-variance elimination before rollout dropped %s", desc, dropped)
         if not prompts:
-            raise ValueError(f"{desc}: pass_rate_filter {cfg.pass_rate_filter} left no prompt to train on")
+            raise ValueError(f"{desc}: sampling.pass_rate_filter {cfg.sampling.pass_rate_filter} left no prompt to "
+                             "train on")
     model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
     log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
-             min(cfg.prompts_per_step, len(prompts)), cfg.group_size, policy.uri)
+             min(cfg.sampling.prompts_per_step, len(prompts)), cfg.sampling.group_size, policy.uri)
     ckpt = outputs["checkpoint"]
     # the run's state dir (compass.runtime.stage_state): a re-run of this version after a kill resumes from it,
     # and the runner removes it once the outputs are committed

@@ -56,7 +56,7 @@ class MegatronTrainer(TrainerBackend):
 
     def __init__(self, model, cfg, *, aux_loss_coeff: float = 0.0):
         """``model``: the HF Qwen3-MoE policy (its config and weights are read, it is not modified);
-        ``cfg``: :class:`compass.rl.config.RLConfig` (seed, lr, weight_decay, temperature)."""
+        ``cfg``: :class:`compass.rl.config.RLConfig` (seed, trainer.lr, trainer.weight_decay, rollout.temperature)."""
         init_single_process(int(getattr(cfg, "seed", 0)))
         from megatron.core.transformer.moe.router_replay import RouterReplay
         self.cfg = cfg
@@ -75,7 +75,8 @@ class MegatronTrainer(TrainerBackend):
         for i, router in enumerate(self.routers):
             router.register_forward_pre_hook(self._make_fill_hook(i))
         self.topk = self.tcfg.moe_router_topk
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.trainer.lr,
+                                           weight_decay=cfg.trainer.weight_decay)
         self.steps = 0                 # optimizer steps taken (updates with signal), like the torch trainer
 
     # -- router replay ------------------------------------------------------------------
@@ -149,7 +150,7 @@ class MegatronTrainer(TrainerBackend):
         B, L = batch["input_ids"].shape
         self.model.eval()
         with torch.no_grad(), self._routing(routes, B, L):
-            logp, entropy = self._token_logprobs(batch, self.cfg.temperature)
+            logp, entropy = self._token_logprobs(batch, self.cfg.rollout.temperature)
         dev = batch["input_ids"].device
         return logp.detach().to(dev), entropy.detach().to(dev)
 
@@ -159,7 +160,7 @@ class MegatronTrainer(TrainerBackend):
         B, L = batch["input_ids"].shape
         self.model.eval()
         with torch.no_grad(), self._routing(None, B, L, record=True):
-            logp, entropy = self._token_logprobs(batch, self.cfg.temperature)
+            logp, entropy = self._token_logprobs(batch, self.cfg.rollout.temperature)
             rec = [rp.get_recorded_indices() for rp in self.replays]
         routes = torch.stack([r.reshape(L, B, self.topk).transpose(0, 1) for r in rec], dim=2).long()
         dev = batch["input_ids"].device
@@ -173,7 +174,7 @@ class MegatronTrainer(TrainerBackend):
 
     def update(self, batch: dict[str, torch.Tensor], advantages: torch.Tensor, old_logp: torch.Tensor,
                cfg, routes: torch.Tensor | None = None) -> dict[str, float]:
-        """One AdamW step on ``cfg.policy_loss`` through :func:`compass.rl.losses.policy_loss`, as the torch
+        """One AdamW step on ``cfg.loss`` through :func:`compass.rl.losses.policy_loss`, as the torch
         trainer takes it.
 
         ``advantages`` ``[B, L-1]``; a loss that only accepts ``[B]`` gets the per-sequence mean over
@@ -186,18 +187,18 @@ class MegatronTrainer(TrainerBackend):
         old_logp = old_logp.detach().float().to(self.device)
         has_signal = bool((advantages != 0).any())
         for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = cfg.lr, cfg.weight_decay
+            group["lr"], group["weight_decay"] = cfg.trainer.lr, cfg.trainer.weight_decay
         self.model.train()
         grad_norm = 0.0
         with self._routing(routes, B, L), torch.set_grad_enabled(has_signal):
-            logp, entropy = self._token_logprobs(batch, cfg.temperature)
-            loss, lm, token_adv = policy_loss(cfg.policy_loss, logp, old_logp, advantages, mask,
+            logp, entropy = self._token_logprobs(batch, cfg.rollout.temperature)
+            loss, lm, token_adv = policy_loss(cfg.loss.kind, logp, old_logp, advantages, mask,
                                               entropy=entropy.detach(), vocab_size=self.hf_config.vocab_size,
-                                              settings=cfg.loss_options())
+                                              settings=cfg.loss.model_dump(exclude={"kind"}))
             if has_signal:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.trainer.max_grad_norm))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.steps += 1

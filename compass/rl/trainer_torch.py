@@ -24,7 +24,7 @@ def _replay(model, routes):
 
 def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None,
                 sink: dict | None = None) -> dict[str, float]:
-    """One policy-gradient step of ``cfg.policy_loss`` on a :func:`~compass.rl.batch.build_batch` batch.
+    """One policy-gradient step of the loss ``cfg.loss`` on a :func:`~compass.rl.batch.build_batch` batch.
 
     ``advantages`` ``[B, L-1]`` (per token); ``old_logp`` ``[B, L-1]``, or None for the
     detached log-probs of this same forward (a single update per batch: ratio 1).
@@ -38,17 +38,18 @@ def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, rout
     has_signal = bool((advantages != 0).any())
     grad_norm = 0.0
     with torch.set_grad_enabled(has_signal), _replay(model, routes):
-        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.temperature, only=mask)
+        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.rollout.temperature,
+                                       only=mask)
         old = logp.detach() if old_logp is None else old_logp.detach()
-        loss, lm, _ = policy_loss(cfg.policy_loss, logp, old, advantages, mask, entropy=entropy.detach(),
-                                  vocab_size=model.config.vocab_size, settings=cfg.loss_options())
+        loss, lm, _ = policy_loss(cfg.loss.kind, logp, old, advantages, mask, entropy=entropy.detach(),
+                                  vocab_size=model.config.vocab_size, settings=cfg.loss.model_dump(exclude={"kind"}))
         if sink is not None:
             sink["logp"] = logp.detach()
         if has_signal:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
     if has_signal:
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.trainer.max_grad_norm))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     with torch.no_grad():
@@ -62,9 +63,9 @@ class TorchTrainer(TrainerBackend):
 
     def __init__(self, model, cfg):
         self.model = model
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
         self.steps = 0
-        self.temperature = cfg.temperature
+        self.temperature = cfg.rollout.temperature
         self.last = {}              # the last update's pre-step log-probs ("logp" [B, L-1]): the mismatch metric
 
     @torch.no_grad()
@@ -90,7 +91,7 @@ class TorchTrainer(TrainerBackend):
         return self.last.get("logp")
 
     def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
-        """One AdamW step on ``cfg.policy_loss``; no step (``updated`` 0) when every advantage is 0."""
+        """One AdamW step on ``cfg.loss``; no step (``updated`` 0) when every advantage is 0."""
         self.last = {}
         m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
                         sink=self.last)

@@ -5,7 +5,8 @@ from compass.rl.config import RLConfig
 
 
 def _grpo_default() -> RLConfig:
-    return RLConfig(steps=4, prompts_per_step=8, group_size=4, max_new_tokens=96, lr=1e-4, checkpoint_every=1)
+    return RLConfig(steps=4, checkpoint_every=1, sampling={"prompts_per_step": 8, "group_size": 4},
+                    rollout={"max_new_tokens": 96}, trainer={"lr": 1e-4})
 
 
 class BradleyTerryConfig(StrictModel):

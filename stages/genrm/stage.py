@@ -82,7 +82,7 @@ def _body(config: GenRMConfig, inputs: dict[str, Artifact], outputs: dict[str, A
     base_dir = inputs["base"].local_dir()
     model, tok = load_checkpoint(base_dir)
     limit = min(config.max_len, model.config.max_position_embeddings) - max(config.max_new_tokens,
-                                                                             config.grpo.max_new_tokens)
+                                                                             config.grpo.rollout.max_new_tokens)
     fits = [r for r in usable if ev.fits_context(tok, r, limit)]
     too_long = len(usable) - len(fits)
     train, held = split_pairs(fits, config.holdout_fraction, config.seed)

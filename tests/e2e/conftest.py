@@ -22,9 +22,11 @@ E2E_OVERRIDES = {
     "merge": {"sweep": {"methods": ["ties"], "thinking_weights": [0.5, 0.7], "dev_per_suite": 2,
                         "max_new_tokens": 16}},
     "genrm": {"steps": 3, "batch_size": 4, "max_new_tokens": 16, "eval_pairs": 4, "bt": {"steps": 3},
-              "grpo": {"steps": 1, "prompts_per_step": 2, "group_size": 2, "max_new_tokens": 16}},
-    "reasoning_rl": {"steps": 1, "prompts_per_step": 4, "group_size": 2, "max_new_tokens": 16},
-    "domain_rl": {"steps": 1, "prompts_per_step": 4, "group_size": 2, "max_new_tokens": 16},
+              "grpo": {"steps": 1, "sampling": {"prompts_per_step": 2, "group_size": 2},
+                       "rollout": {"max_new_tokens": 16}}},
+    "reasoning_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2},
+                     "rollout": {"max_new_tokens": 16}},
+    "domain_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2}, "rollout": {"max_new_tokens": 16}},
     "evaluation": {"max_new_tokens": 16},
 }
 

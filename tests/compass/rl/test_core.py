@@ -68,11 +68,11 @@ def test_grpo_rejects_bad_shapes_and_registry_refuses_duplicates():
     assert adv_mod.ADVANTAGES["grpo"] is grpo
 
 
-def test_config_rejects_unknown_algorithm_names():
-    with pytest.raises(ConfigError, match="advantage.*unknown advantage estimator 'gpro'"):
-        validate(RLConfig, {"advantage": "gpro"})
-    with pytest.raises(ConfigError, match="policy_loss"):
-        validate(RLConfig, {"policy_loss": "nope"})
+def test_config_rejects_unknown_algorithm_kinds():
+    with pytest.raises(ConfigError, match="advantage: .*'gpro'.*expected tags: 'grpo', 'dr_grpo', 'rl_zvp'"):
+        validate(RLConfig, {"advantage": {"kind": "gpro"}})
+    with pytest.raises(ConfigError, match="loss: .*'nope'.*expected tags: 'ppo_clip_token_mean', 'gspo', 'espo'"):
+        validate(RLConfig, {"loss": {"kind": "nope"}})
 
 
 # -- losses ---------------------------------------------------------------------
@@ -188,8 +188,8 @@ def _params(model):
 def test_policy_step_moves_weights_toward_positive_advantage(tiny):
     _, tok = tiny
     model = build_model(ModelConfig(), tok, seed=1)
-    cfg = RLConfig(lr=1e-3)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    cfg = RLConfig(trainer={"lr": 1e-3})
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=0.0)
     prefix = tok(chat_prefix(tok, "2+2=?"), add_special_tokens=False)["input_ids"]
     comps = [tok("4", add_special_tokens=False)["input_ids"] + [tok.eos_token_id],
              tok("7", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]]
@@ -258,7 +258,8 @@ def test_train_loop_metrics_prompt_stats_and_rollouts(tiny, monkeypatch):
     prompts = [RLPrompt("P", "1+1=?", "pass", v, "math", "arith"),
                RLPrompt("F", "2+2=?", "fail", v, "math", "arith"),
                RLPrompt("M", "3+3=?", "mixed", v, "math", "arith")]
-    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, lr=1e-3)
+    cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4}, rollout={"max_new_tokens": 8},
+                   trainer={"lr": 1e-3})
     p0 = _params(model)
     res = train(model, tok, prompts, cfg, score_fn=_planted_scorer())
 
@@ -300,8 +301,8 @@ def test_train_survives_all_zero_rewards(tiny, monkeypatch):
     prompts = [RLPrompt(f"p{i}", f"{i}+1=?", "5", json.dumps({"type": "math_exact"}), "math", "arith")
                for i in range(3)]
     p0 = _params(model)
-    res = train(model, tok, prompts, RLConfig(steps=1, prompts_per_step=3, group_size=2, max_new_tokens=6),
-                score_fn=lambda v, r, ref: 0.0)
+    cfg = RLConfig(steps=1, sampling={"prompts_per_step": 3, "group_size": 2}, rollout={"max_new_tokens": 6})
+    res = train(model, tok, prompts, cfg, score_fn=lambda v, r, ref: 0.0)
     m = res.metrics[0]
     assert m["updated"] == 0.0 and m["zero_variance_all_fail"] == 3 and m["adv_abs_mean"] == 0.0
     assert math.isfinite(m["loss"]) and math.isfinite(m["entropy"])
@@ -319,7 +320,8 @@ def test_rewards_through_the_reward_service_equal_inline_scoring(tiny, monkeypat
     runs = {}
     for workers in (0, 2):
         model = build_model(ModelConfig(), tok, seed=4)
-        cfg = RLConfig(steps=1, prompts_per_step=4, group_size=2, max_new_tokens=6, reward_workers=workers)
+        cfg = RLConfig(steps=1, sampling={"prompts_per_step": 4, "group_size": 2}, rollout={"max_new_tokens": 6},
+                       reward={"workers": workers})
         score_fn = None if workers else (lambda v, r, ref: 0.0 if "no-such" in v else score(v, r, ref))
         runs[workers] = train(model, tok, prompts, cfg, score_fn=score_fn)
     inline, served = runs[0], runs[2]
@@ -338,8 +340,8 @@ def test_engine_runs_the_sequence_and_entropy_group_losses(tiny, monkeypatch, ad
     v = json.dumps({"type": "test"})
     prompts = [RLPrompt("M", "3+3=?", "mixed", v, "math", "arith")]
     p0 = _params(model)
-    cfg = RLConfig(steps=1, prompts_per_step=1, group_size=4, max_new_tokens=8, lr=1e-3, advantage=advantage,
-                   policy_loss=loss)
+    cfg = RLConfig(steps=1, sampling={"prompts_per_step": 1, "group_size": 4}, rollout={"max_new_tokens": 8},
+                   trainer={"lr": 1e-3}, advantage={"kind": advantage}, loss={"kind": loss})
     res = train(model, tok, prompts, cfg, score_fn=_planted_scorer())
     m = res.metrics[0]
     assert m["updated"] == 1.0 and math.isfinite(m["loss"]) and "ratio_mean" in m

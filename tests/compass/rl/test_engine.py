@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
-from compass.rl.config import RLConfig
+from compass.rl.config import GRPOAdvantage, RLConfig
 from compass.rl.data import RLPrompt
 from compass.rl.engine import train
 
@@ -50,23 +50,25 @@ def _by_prompt(res):
 
 def test_rl_zvp_gives_zero_variance_groups_signed_signal(tok):
     model = build_model(ModelConfig(), tok, seed=1)
-    cfg = RLConfig(steps=1, prompts_per_step=3, group_size=4, max_new_tokens=8, advantage="rl_zvp", zvp_alpha=0.5)
+    cfg = RLConfig(steps=1, sampling={"prompts_per_step": 3, "group_size": 4}, rollout={"max_new_tokens": 8},
+                   advantage={"kind": "rl_zvp", "alpha": 0.5})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     adv = _by_prompt(res)
     assert all(a > 0 for a in adv["P"]), adv["P"]              # all passed: +α·H per token
     assert all(a < 0 for a in adv["F"]), adv["F"]              # all failed: -α·(max H - H)
     m = res.metrics[0]
     assert m["zero_variance_all_pass"] == 1 and m["zero_variance_all_fail"] == 1 and m["update_samples"] == 12
-    grpo = train(build_model(ModelConfig(), tok, seed=1), tok, PROMPTS, cfg.model_copy(update={"advantage": "grpo"}),
-                 score_fn=planted())
+    grpo = train(build_model(ModelConfig(), tok, seed=1), tok, PROMPTS,
+                 cfg.model_copy(update={"advantage": GRPOAdvantage()}), score_fn=planted())
     assert set(_by_prompt(grpo)["P"]) == {0.0}
     assert m["adv_abs_token_mean"] > grpo.metrics[0]["adv_abs_token_mean"]
 
 
 def test_drop_zero_variance_updates_only_groups_with_signal(tok):
     model = build_model(ModelConfig(), tok, seed=1)
-    res = train(model, tok, PROMPTS, RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8,
-                                              drop_zero_variance=True), score_fn=planted())
+    cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4, "drop_zero_variance": True},
+                   rollout={"max_new_tokens": 8})
+    res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     assert [m["update_samples"] for m in res.metrics] == [4, 4]
     assert all(m["updated"] == 1.0 for m in res.metrics)
 
@@ -74,8 +76,8 @@ def test_drop_zero_variance_updates_only_groups_with_signal(tok):
 def test_dapo_dynamic_sampling_pays_for_the_groups_it_drops(tok):
     model = build_model(ModelConfig(), tok, seed=1)
     prompts = PROMPTS + [RLPrompt("M2", "4+4=?", "mixed", V, "math", "a")]
-    cfg = RLConfig(steps=3, prompts_per_step=2, group_size=4, max_new_tokens=8, dynamic_sampling=True,
-                   dynamic_sampling_max_rounds=4)
+    cfg = RLConfig(steps=3, sampling={"prompts_per_step": 2, "group_size": 4, "dynamic": True,
+                                      "dynamic_max_rounds": 4}, rollout={"max_new_tokens": 8})
     res = train(model, tok, prompts, cfg, score_fn=planted())
     for m in res.metrics:
         assert m["groups_kept"] <= 2 and m["zero_variance_rate"] > 0 or m["sampling_rounds"] == 1
@@ -91,8 +93,8 @@ def test_dapo_dynamic_sampling_pays_for_the_groups_it_drops(tok):
 
 def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensorboard_png(tok, tmp_path):
     model = build_model(ModelConfig(), tok, seed=4)
-    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=12, rollout_dtype="bfloat16",
-                   router_replay=True)
+    cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4},
+                   rollout={"max_new_tokens": 12, "dtype": "bfloat16"}, trainer={"router_replay": True})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted(), out_dir=tmp_path)
     for m in res.metrics:
         assert 0.0 < m["routing_agreement"] <= 1.0
@@ -110,8 +112,9 @@ def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensor
     pngs = {p.name for p in (tmp_path / "plots").glob("*.png")}
     assert {"reward.png", "zero_variance.png", "mismatch.png", "routing.png", "time.png"} <= pngs
     # a shared fp32 rollout recomputes its own log-probs: the gap is rounding only
-    res32 = train(build_model(ModelConfig(), tok, seed=4), tok, PROMPTS, cfg.model_copy(
-        update={"rollout_dtype": "float32", "router_replay": False, "steps": 1}), score_fn=planted())
+    cfg32 = cfg.model_copy(deep=True)
+    cfg32.steps, cfg32.rollout.dtype, cfg32.trainer.router_replay = 1, "float32", False
+    res32 = train(build_model(ModelConfig(), tok, seed=4), tok, PROMPTS, cfg32, score_fn=planted())
     assert res32.metrics[0]["logp_gap_mean"] < 1e-4 < res.metrics[0]["logp_gap_mean_no_replay"]
 
 
@@ -129,8 +132,9 @@ RUN = textwrap.dedent('''
     v = json.dumps({"type": "math_exact"})
     prompts = [RLPrompt(f"p{i}", f"{i}+{i}=?", str(2 * i), v, "math", "a") for i in range(6)]
     score = lambda spec, resp, ref: float(len(resp) % 3 == 0)
-    cfg = RLConfig(steps=5, prompts_per_step=3, group_size=4, max_new_tokens=10, lr=1e-3, checkpoint_every=1,
-                   advantage="rl_zvp", policy_loss="espo")
+    cfg = RLConfig(steps=5, checkpoint_every=1, sampling={"prompts_per_step": 3, "group_size": 4},
+                   rollout={"max_new_tokens": 10}, trainer={"lr": 1e-3}, advantage={"kind": "rl_zvp"},
+                   loss={"kind": "espo"})
     def on_step(step, row, m):
         if step == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -168,8 +172,9 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
 def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(tok):
     model = build_model(ModelConfig(), tok, seed=6)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=4, max_new_tokens=8, lr=1e-3, trainer_backend="megatron",
-                   rollout_dtype="bfloat16", router_replay=True)
+    cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4},
+                   rollout={"max_new_tokens": 8, "dtype": "bfloat16"},
+                   trainer={"lr": 1e-3, "backend": "megatron", "router_replay": True})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     for m in res.metrics:
         assert m["updated"] == 1.0 and 0.0 < m["routing_agreement"] <= 1.0
@@ -189,11 +194,13 @@ def test_mini_batches_let_the_clip_act_and_only_full_marks_retire_a_prompt(tok):
         return lambda v, r, ref: 0.7 if ref == "part" else mixed(v, r, ref)
     prompts = PROMPTS + [RLPrompt("H", "4+4=?", "part", V, "math", "a")] + [
         RLPrompt(f"M{i}", f"{i}+{i}+1=?", "mixed", V, "math", "a") for i in range(4)]
-    base = dict(steps=2, prompts_per_step=4, group_size=4, max_new_tokens=8, lr=5e-2, advantage="rl_zvp",
-                retire_solved=True, checkpoint_every=0)       # 2 steps x 4 prompts: every prompt drawn once
-    one = train(build_model(ModelConfig(), tok, seed=2), tok, prompts, RLConfig(**base), score_fn=scorer())
-    four = train(build_model(ModelConfig(), tok, seed=2), tok, prompts, RLConfig(**base, mini_batches=4),
-                 score_fn=scorer())
+    # 2 steps x 4 prompts: every prompt drawn once
+    base = dict(steps=2, checkpoint_every=0, rollout={"max_new_tokens": 8}, advantage={"kind": "rl_zvp"},
+                sampling={"prompts_per_step": 4, "group_size": 4, "retire_solved": True})
+    one = train(build_model(ModelConfig(), tok, seed=2), tok, prompts, RLConfig(**base, trainer={"lr": 5e-2}),
+                score_fn=scorer())
+    four = train(build_model(ModelConfig(), tok, seed=2), tok, prompts,
+                 RLConfig(**base, trainer={"lr": 5e-2, "mini_batches": 4}), score_fn=scorer())
     m1, m4 = one.metrics[0], four.metrics[0]
     assert m1["mini_batches"] == 1 and m1["ratio_mean"] == pytest.approx(1.0, abs=1e-5) and m1["clip_frac"] == 0.0
     assert m4["mini_batches"] == 4 and m4["updated"] == 1.0

@@ -30,7 +30,7 @@ TEXTS = ["1+1=?", "Name three prime numbers below twenty, then add them.", "hi",
          "What is 12 times 7?", "Sort 3, 1, 2."]                  # different lengths: LPT has work to do
 N = 2
 SAMPLING = SamplingParams(max_new_tokens=6, temperature=1.0, seed=11)
-CFG = RLConfig(lr=1e-2)
+CFG = RLConfig(trainer={"lr": 1e-2})
 
 
 @contextmanager
@@ -229,13 +229,19 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
     v = json.dumps({"type": "test"})
     prompts = [RLPrompt(f"p{i}", t, "x", v, "math", "a") for i, t in enumerate(TEXTS)]
     score = lambda verifier, response, ref: float(len(response) % 3 == 0)          # noqa: E731
-    cfg = RLConfig(steps=2, prompts_per_step=3, group_size=2, max_new_tokens=6, lr=1e-2, checkpoint_every=0)
+    cfg = RLConfig(steps=2, checkpoint_every=0, sampling={"prompts_per_step": 3, "group_size": 2},
+                   rollout={"max_new_tokens": 6}, trainer={"lr": 1e-2})
+
+    def on_ray(workers: int) -> RLConfig:
+        """``cfg`` with ``workers`` rollout actors and the trainer in an actor."""
+        out = cfg.model_copy(deep=True)
+        out.rollout.workers, out.trainer.actor = workers, True
+        return out
     with threads(1):
         local_model = build_model(ModelConfig(), tok, seed=8)
         local = train(local_model, tok, prompts, cfg, score_fn=score)
         ray_model = build_model(ModelConfig(), tok, seed=8)
-        remote = train(ray_model, tok, prompts, cfg.model_copy(update={"rollout_workers": 1, "trainer_actor": True}),
-                       score_fn=score)
+        remote = train(ray_model, tok, prompts, on_ray(1), score_fn=score)
     assert [r["response"] for r in remote.rollouts] == [r["response"] for r in local.rollouts]
     for a, b in zip(local.metrics, remote.metrics):
         for k in ("reward_mean", "loss", "grad_norm", "entropy", "logp_gap_mean", "tokens"):
@@ -244,7 +250,6 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
         assert torch.allclose(t, ray_model.state_dict()[k], atol=1e-6), k
     start = build_model(ModelConfig(), tok, seed=8).state_dict()
     two = build_model(ModelConfig(), tok, seed=8)
-    res = train(two, tok, prompts, cfg.model_copy(update={"rollout_workers": 2, "trainer_actor": True}),
-                score_fn=score)
+    res = train(two, tok, prompts, on_ray(2), score_fn=score)
     assert len(res.rollouts) == 2 * 3 * 2 and res.metrics[-1]["updated"] == 1.0
     assert any(not torch.equal(start[k], t) for k, t in two.state_dict().items())

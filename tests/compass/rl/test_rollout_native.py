@@ -149,7 +149,7 @@ def test_unsupported_models_are_named_and_auto_falls_back_to_hf(tok):
     odd.config.attention_bias = True
     assert unsupported(odd.config) == "attention_bias=True"
     assert resolve_rollout_backend("auto", odd) == "hf" and resolve_rollout_backend("native", odd) == "native"
-    with pytest.raises(ValueError, match="attention_bias=True.*use rollout_backend 'hf'"):
+    with pytest.raises(ValueError, match="attention_bias=True.*use rollout.backend 'hf'"):
         NativeRollout(odd, tok)
     odd.config.model_type = "llama"
     assert "model_type 'llama'" in unsupported(odd.config)

@@ -63,9 +63,11 @@ def per_token(adv, batch, shift=1):
     return over_tokens(adv, batch["completion_mask"][:, shift:])
 
 
-def rl_cfg(**over):
+def rl_cfg(lr: float = 1e-3, loss: dict | None = None):
+    """AdamW at ``lr`` (weight decay 0.01, grad clip 1.0) on ``loss`` (its kind and settings; default PPO-clip)."""
     from compass.rl.config import RLConfig
-    return RLConfig(**{"lr": 1e-3, "weight_decay": 0.01, "max_grad_norm": 1.0, **over})
+    return RLConfig(trainer={"lr": lr, "weight_decay": 0.01, "max_grad_norm": 1.0},
+                    loss=loss or {"kind": "ppo_clip_token_mean"})
 
 
 def make_trainer(model, **over):
@@ -246,20 +248,20 @@ def test_update_matches_torch_reference(hf_model, batch, loss):
     element whose gradient is itself ~1e-7 can move differently by up to ~lr: at lr 1e-4 that is a
     handful of the 137k elements, hence max <= 1e-5 and all but 1e-4 of them within 1e-7."""
     from compass.rl.trainer_torch import policy_step
-    cfg = rl_cfg(policy_loss=loss, lr=1e-4)
-    tr = make_trainer(hf_model, policy_loss=loss, lr=1e-4)
+    cfg = rl_cfg(lr=1e-4, loss={"kind": loss})
+    tr = make_trainer(hf_model, lr=1e-4, loss={"kind": loss})
     adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0]), batch)
     old_logp, _ = tr.logprobs(batch)
     m = tr.update(batch, adv, old_logp, cfg)
     assert m["updated"] == 1.0 and m["grad_norm"] > 0 and m["routes_replayed"] == 0.0
 
     ref = copy.deepcopy(hf_model)
-    opt = torch.optim.AdamW(ref.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(ref.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
     rm = policy_step(ref, opt, batch, adv, cfg)
     assert abs(m["loss"] - rm["loss"]) < 1e-5 and abs(m["grad_norm"] - rm["grad_norm"]) < 1e-4 * rm["grad_norm"]
     ref_sd, out = ref.state_dict(), tr.hf_state_dict()
     moved = max(float((ref_sd[k] - hf_model.state_dict()[k]).abs().max()) for k in ref_sd)
-    assert moved > 0.5 * cfg.lr                                              # the step did move the weights
+    assert moved > 0.5 * cfg.trainer.lr                                              # the step did move the weights
     diff = torch.cat([(out[k] - ref_sd[k]).abs().flatten() for k in ref_sd])
     assert float(diff.max()) <= 1e-5, float(diff.max())
     assert float((diff > 1e-7).float().mean()) <= 1e-4
@@ -277,8 +279,9 @@ def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model,
             r.weight.add_(torch.randn(r.weight.shape, generator=g) * 0.5)
     routes = hf_record_routes(other, batch)
     routes[:, -2:] = -1
-    cfg = rl_cfg(lr=1e-4, clip_eps_high=0.28)
-    mg = make_trainer(hf_model, lr=1e-4, clip_eps_high=0.28)
+    clip_higher = {"kind": "ppo_clip_token_mean", "clip_eps_high": 0.28}
+    cfg = rl_cfg(lr=1e-4, loss=clip_higher)
+    mg = make_trainer(hf_model, lr=1e-4, loss=clip_higher)
     ref = TRAINER_BACKENDS["torch"](copy.deepcopy(hf_model), cfg)
     L1 = batch["input_ids"].shape[1] - 1
     for adv in (torch.linspace(-1, 1, 4).unsqueeze(1) * torch.linspace(0.5, 1.5, L1).unsqueeze(0),
@@ -307,7 +310,8 @@ def test_update_edge_cases(hf_model, batch, monkeypatch):
     m0 = tr.update(batch, per_token(torch.zeros(4), batch), old_logp, rl_cfg())          # no signal: no step
     assert m0["updated"] == 0.0 and m0["grad_norm"] == 0.0 and tr.steps == 0
     assert all(torch.equal(before[k], v) for k, v in tr.hf_state_dict().items())
-    # a loss that takes one advantage per sequence gets the per-sequence mean of token advantages
+    # a loss that takes one advantage per sequence gets the per-sequence mean of token advantages: it stands in
+    # for the configured kind's registry entry (a config can only name a kind it knows)
     seen = []
 
     def seq_only(logp, old_logp, advantages, mask, *, entropy=None, vocab_size=None, clip_eps=0.2,
@@ -318,10 +322,10 @@ def test_update_edge_cases(hf_model, batch, monkeypatch):
         return losses.ppo_clip_token_mean(logp, old_logp, per_token(advantages, {"completion_mask": mask}, 0),
                                           mask, clip_eps=clip_eps)
 
-    monkeypatch.setitem(losses.POLICY_LOSSES, "seq_only_test", seq_only)
+    cfg = rl_cfg()
+    monkeypatch.setitem(losses.POLICY_LOSSES, cfg.loss.kind, seq_only)
     mask = batch["completion_mask"][:, 1:].float()
     adv_tok = torch.randn(mask.shape, generator=torch.Generator().manual_seed(5))
-    cfg = rl_cfg().model_copy(update={"policy_loss": "seq_only_test"})
     m = tr.update(batch, adv_tok, old_logp, cfg)
     assert m["token_advantages"] == 0.0 and m["updated"] == 1.0 and tr.steps == 1
     assert torch.allclose(seen[-1], (adv_tok * mask).sum(1) / mask.sum(1))

@@ -60,6 +60,8 @@ def test_config_band_must_not_be_empty():
         validate(DomainRLConfig, {"carryover_min_pass_rate": 0.9, "carryover_max_pass_rate": 0.5})
     with pytest.raises(ConfigError, match="unknown key"):
         validate(DomainRLConfig, {"carryover_min_difficulty": 0.2})
+    with pytest.raises(ConfigError, match="`group_size` moved to `sampling.group_size`"):   # the engine's old keys
+        validate(DomainRLConfig, {"group_size": 4, "carryover_min_samples": 2})
 
 
 @pytest.fixture()
@@ -79,7 +81,7 @@ def world(tmp_path, monkeypatch):
 def test_domain_rl_trains_on_domain_plus_exact_carryover(world):
     store, inputs = world
     # 3 domain + 4 carried (m0, m1, m2, m6; m5 has too few samples, ghost is not a prompt) = 7 per step
-    cfg = DomainRLConfig(steps=2, prompts_per_step=7, group_size=2, max_new_tokens=12,
+    cfg = DomainRLConfig(steps=2, sampling={"prompts_per_step": 7, "group_size": 2}, rollout={"max_new_tokens": 12},
                          carryover_min_pass_rate=0.0, carryover_max_pass_rate=0.8, carryover_min_samples=2)
     names = {"checkpoint": "ckpt_final", "prompt_stats": "prompt_stats_domain", "rollouts": "rollouts_domain"}
     res = domain_rl.run(cfg, inputs, store, output_names=names)
@@ -96,7 +98,7 @@ def test_domain_rl_trains_on_domain_plus_exact_carryover(world):
 
     stats = store.open(res.outputs["prompt_stats"]).read_table()      # schema-validated on read
     assert set(stats.column("prompt_id").to_pylist()) == {"d0", "d1", "d2", "m0", "m1", "m2", "m6"}
-    assert set(stats.column("n_samples").to_pylist()) == {2 * cfg.group_size}
+    assert set(stats.column("n_samples").to_pylist()) == {2 * cfg.sampling.group_size}
     rollouts = store.open(res.outputs["rollouts"]).read_table()
     assert rollouts.num_rows == 2 * 7 * 2
     assert sum(stats.column("n_samples").to_pylist()) == rollouts.num_rows
@@ -107,7 +109,7 @@ def test_domain_rl_trains_on_domain_plus_exact_carryover(world):
 
 def test_domain_rl_with_an_empty_carryover_band_trains_on_domain_only(world):
     store, inputs = world
-    cfg = DomainRLConfig(steps=1, prompts_per_step=8, group_size=2, max_new_tokens=8,
+    cfg = DomainRLConfig(steps=1, sampling={"prompts_per_step": 8, "group_size": 2}, rollout={"max_new_tokens": 8},
                          carryover_min_pass_rate=0.9, carryover_max_pass_rate=0.95)
     res = domain_rl.run(cfg, inputs, store)
     ckpt = store.open(res.outputs["checkpoint"])

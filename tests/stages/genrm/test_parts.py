@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from compass.config import ConfigError, validate
 from stages.genrm.bradley_terry import bt_loss, bt_verdict, choose_tie_threshold
 from stages.genrm.flips import FlipCount, flipped, group_advantages
 from stages.genrm.grpo import judge_prompts, verdict_reward
@@ -141,3 +142,10 @@ def test_reference_pairs_compare_a_response_with_the_bare_reference():
     rows = warm_rows([right, {**right, "reference": None}], swap_augment=True, reference_pairs=True)
     assert len(rows) == 5 and [r["label"] for r in rows[:2]] == ["A", "B"]
     assert len(warm_rows([right], swap_augment=False, reference_pairs=False)) == 1
+
+
+def test_grpo_settings_name_the_new_place_of_an_old_flat_key():
+    from stages.genrm.config import GenRMConfig
+    assert validate(GenRMConfig, {"grpo": {"sampling": {"group_size": 2}}}).grpo.sampling.group_size == 2
+    with pytest.raises(ConfigError, match=r"grpo: `lr` moved to `trainer.lr`; `espo_alpha` moved to `loss.alpha"):
+        validate(GenRMConfig, {"grpo": {"lr": 1e-4, "espo_alpha": 2}})

@@ -28,8 +28,9 @@ inputs = {
                             lambda w: save_checkpoint(build_model(ModelConfig(), tok, seed=0), tok, w.dir)),
     "pairs": commit_artifact(store, "preference_pairs", "preference_pairs", lambda w: w.write_table(table)),
 }
-res = genrm.run(tiny_config(grpo={"steps": 4, "prompts_per_step": 4, "group_size": 2, "max_new_tokens": 48,
-                                  "lr": 1e-4, "checkpoint_every": 1}),
+res = genrm.run(tiny_config(grpo={"steps": 4, "checkpoint_every": 1,
+                                  "sampling": {"prompts_per_step": 4, "group_size": 2},
+                                  "rollout": {"max_new_tokens": 48}, "trainer": {"lr": 1e-4}}),
                 inputs, store, output_names={"checkpoint": "genrm_ckpt"})
 art = store.open(res.outputs["checkpoint"])
 print(json.dumps({"status": res.status, "dir": str(art.local_dir()),

@@ -42,8 +42,8 @@ def _pairs(n: int, seed: int = 0, bad_labels=()) -> pa.Table:
 
 def tiny_config(**over) -> GenRMConfig:
     base = dict(steps=40, batch_size=8, lr=3e-3, holdout_fraction=0.25, eval_pairs=12, max_new_tokens=48,
-                grpo=RLConfig(steps=3, prompts_per_step=4, group_size=2, max_new_tokens=48, lr=1e-4,
-                              checkpoint_every=1),
+                grpo=RLConfig(steps=3, checkpoint_every=1, sampling={"prompts_per_step": 4, "group_size": 2},
+                              rollout={"max_new_tokens": 48}, trainer={"lr": 1e-4}),
                 bt=BradleyTerryConfig(steps=10, batch_size=8), log_every=100)
     return GenRMConfig(**{**base, **over})
 

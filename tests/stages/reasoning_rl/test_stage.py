@@ -6,6 +6,7 @@ import json
 import pyarrow as pa
 import pytest
 
+from compass.config import ConfigError, validate
 from compass.lm.model_factory import (
     ModelConfig,
     build_model,
@@ -65,7 +66,7 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
     ro_art = store.open(res.outputs["rollouts"])
     assert (ckpt.name, stats_art.name, ro_art.name) == ("ckpt_r1", "prompt_stats_r1", "rollouts_r1")
 
-    n = cfg.steps * cfg.prompts_per_step * cfg.group_size
+    n = cfg.steps * cfg.sampling.prompts_per_step * cfg.sampling.group_size
     rollouts = ro_art.read_table()                     # read_table validates the schema
     assert rollouts.num_rows == n == ro_art.manifest.rows
     reasoning_ids = {f"m{i}" for i in range(12)} | {"v0", "v1"}
@@ -78,7 +79,7 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
     assert sum(stats.column("n_samples").to_pylist()) == n
     assert set(stats.column("prompt_id").to_pylist()) == set(rollouts.column("prompt_id").to_pylist())
     # 4 steps x 8 prompts over 14 reasoning prompts: every prompt measured at least twice
-    assert stats.num_rows == 14 and min(stats.column("n_samples").to_pylist()) >= 2 * cfg.group_size
+    assert stats.num_rows == 14 and min(stats.column("n_samples").to_pylist()) >= 2 * cfg.sampling.group_size
     for row in stats.to_pylist():
         mine = [r for r in rollouts.to_pylist() if r["prompt_id"] == row["prompt_id"]]
         assert row["mean_reward"] == pytest.approx(sum(r["reward"] for r in mine) / len(mine))
@@ -121,3 +122,9 @@ def test_spec_matches_the_dag():
     assert set(spec.inputs) == set(node.inputs) and set(spec.outputs) == set(node.outputs)
     assert spec.inputs == {"policy": "checkpoint", "prompts": "prompts"}
     assert spec.outputs == {"checkpoint": "checkpoint", "prompt_stats": "prompt_stats", "rollouts": "rollouts"}
+
+
+def test_config_names_the_new_place_of_an_old_flat_key():
+    with pytest.raises(ConfigError, match=r"reasoning_rl.yaml: \(top level\): `policy_loss: espo` is now "
+                                          r"`loss: \{kind: espo\}`"):
+        validate(ReasoningRLConfig, {"policy_loss": "espo"}, "reasoning_rl.yaml")

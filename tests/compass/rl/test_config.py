@@ -1,0 +1,126 @@
+"""RLConfig: the nested layout keeps the flat one's defaults, old flat keys name their new place, and the
+advantage and loss are chosen by ``kind`` with settings that are their functions' keywords."""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from compass.config import ConfigError, load_yaml, validate
+from compass.rl.advantages import ADVANTAGES
+from compass.rl.config import (MOVED, DrGRPOAdvantage, ESPOLoss, GRPOAdvantage, GSPOLoss, PPOClipLoss, RLConfig,
+                               RLZVPAdvantage)
+from compass.rl.losses import POLICY_LOSSES
+
+REPO = Path(__file__).resolve().parents[3]
+
+# the flat RLConfig's defaults, before it was nested
+FLAT_DEFAULTS = {
+    "seed": 0, "steps": 4, "prompts_per_step": 8, "group_size": 4, "max_new_tokens": 48, "temperature": 1.0,
+    "lr": 5e-5, "weight_decay": 0.0, "max_grad_norm": 1.0, "advantage": "grpo", "advantage_eps": 1e-6,
+    "policy_loss": "ppo_clip_token_mean", "clip_eps": 0.2, "pass_threshold": 0.5, "espo_alpha": 2.0, "espo_groups": 2,
+    "reward_workers": 0, "reward_timeout_s": 30.0, "mini_batches": 1, "clip_eps_high": None, "zvp_alpha": 0.1,
+    "rollout_backend": "auto", "rollout_dtype": "float32", "rollout_workers": 0, "trainer_actor": False,
+    "trainer_backend": "torch", "router_replay": False, "drop_zero_variance": False, "dynamic_sampling": False,
+    "dynamic_sampling_max_rounds": 4, "retire_solved": False, "pass_rate_filter": None, "rollout_token_budget": 0,
+    "checkpoint_every": 5,
+}
+KIND_OF = {"zvp_alpha": RLZVPAdvantage, "espo_alpha": ESPOLoss, "espo_groups": ESPOLoss}   # kind-specific keys
+ADVANTAGE_KINDS = {"grpo": GRPOAdvantage, "dr_grpo": DrGRPOAdvantage, "rl_zvp": RLZVPAdvantage}
+LOSS_KINDS = {"ppo_clip_token_mean": PPOClipLoss, "gspo": GSPOLoss, "espo": ESPOLoss}
+
+
+def test_every_flat_key_has_a_nested_field_with_the_same_default():
+    cfg = RLConfig()
+    unmoved = {"seed", "steps", "rollout_token_budget", "checkpoint_every"}
+    assert set(FLAT_DEFAULTS) == set(MOVED) | unmoved | {"advantage", "policy_loss"}
+    for key in unmoved:
+        assert getattr(cfg, key) == FLAT_DEFAULTS[key], key
+    for key, where in MOVED.items():
+        section, field = where.split()[0].split(".")
+        holder = KIND_OF[key]() if key in KIND_OF else getattr(cfg, section)
+        assert getattr(holder, field) == FLAT_DEFAULTS[key], key
+    assert (cfg.advantage.kind, cfg.loss.kind) == (FLAT_DEFAULTS["advantage"], FLAT_DEFAULTS["policy_loss"])
+    # the loss's settings default as the flat config passed them, GSPO included (its clip_eps was clip_eps)
+    assert GSPOLoss().model_dump() == {"kind": "gspo", "clip_eps": 0.2, "clip_eps_high": None}
+    assert RLZVPAdvantage().model_dump() == {"kind": "rl_zvp", "eps": 1e-6, "alpha": 0.1}
+
+
+@pytest.mark.parametrize("key", sorted(MOVED))
+def test_an_old_flat_key_names_its_new_place(key):
+    new = MOVED[key].split()[0]
+    with pytest.raises(ConfigError, match=rf"rl.yaml: \(top level\): `{key}` moved to `{new}"):
+        validate(RLConfig, {"steps": 2, key: FLAT_DEFAULTS[key]}, "rl.yaml")
+    with pytest.raises(ValidationError, match=f"`{key}` moved to `{new}"):            # from Python too
+        RLConfig(**{key: FLAT_DEFAULTS[key]})
+
+
+def test_an_algorithm_named_by_a_plain_string_names_the_kind_form():
+    with pytest.raises(ConfigError, match=r"`policy_loss: espo` is now `loss: \{kind: espo\}`"):
+        validate(RLConfig, {"policy_loss": "espo"})
+    with pytest.raises(ConfigError, match=r"`advantage: grpo` is now `advantage: \{kind: grpo\}`"):
+        validate(RLConfig, {"advantage": "grpo"})
+    with pytest.raises(ConfigError, match=r"`loss: gspo` is now `loss: \{kind: gspo\}`"):
+        validate(RLConfig, {"loss": "gspo"})
+    cfg = RLConfig()
+    with pytest.raises(ValidationError, match="is now `advantage: {kind: rl_zvp}`"):     # on assignment too
+        cfg.advantage = "rl_zvp"
+    # every old key in one file: one line that names them all
+    with pytest.raises(ConfigError) as ei:
+        validate(RLConfig, {"group_size": 4, "espo_alpha": 2, "policy_loss": "espo"})
+    (line,) = str(ei.value).splitlines()
+    assert "`group_size` moved to `sampling.group_size`" in line and "`espo_alpha` moved to `loss.alpha" in line
+
+
+@pytest.mark.parametrize("kind,cls", sorted(ADVANTAGE_KINDS.items()))
+def test_the_advantage_kind_picks_its_settings(kind, cls):
+    cfg = validate(RLConfig, {"advantage": {"kind": kind}})
+    assert type(cfg.advantage) is cls
+    assert validate(RLConfig, cfg.model_dump()) == cfg                                # the dump loads back
+
+
+@pytest.mark.parametrize("kind,cls", sorted(LOSS_KINDS.items()))
+def test_the_loss_kind_picks_its_settings(kind, cls):
+    cfg = validate(RLConfig, {"loss": {"kind": kind}})
+    assert type(cfg.loss) is cls
+    assert validate(RLConfig, cfg.model_dump()) == cfg
+
+
+def test_settings_are_the_keywords_of_the_registered_functions():
+    """What the engine passes as ``**settings.model_dump(exclude={"kind"})``: the function's own options."""
+    assert set(ADVANTAGE_KINDS) == set(ADVANTAGES) and set(LOSS_KINDS) == set(POLICY_LOSSES)
+    for kinds, registry, common in ((ADVANTAGE_KINDS, ADVANTAGES, {"entropy", "pass_threshold"}),
+                                    (LOSS_KINDS, POLICY_LOSSES, {"entropy", "vocab_size"})):
+        for kind, cls in kinds.items():
+            params = inspect.signature(registry[kind]).parameters.values()
+            own = {p.name for p in params if p.kind is p.KEYWORD_ONLY} - common
+            assert set(cls().model_dump(exclude={"kind"})) == own, kind
+
+
+def test_an_unknown_kind_lists_the_known_ones_and_settings_keep_their_bounds():
+    with pytest.raises(ConfigError, match="advantage: .*'gpro'.*expected tags: 'grpo', 'dr_grpo', 'rl_zvp'"):
+        validate(RLConfig, {"advantage": {"kind": "gpro"}})
+    with pytest.raises(ConfigError, match="loss: .*'ppo'.*expected tags: 'ppo_clip_token_mean', 'gspo', 'espo'"):
+        validate(RLConfig, {"loss": {"kind": "ppo"}})
+    with pytest.raises(ConfigError, match=r"loss\.espo\.alhpa: unknown key \(did you mean 'alpha'\?\)"):
+        validate(RLConfig, {"loss": {"kind": "espo", "alhpa": 1.0}})
+    with pytest.raises(ConfigError, match=r"loss\.espo\.clip_eps: unknown key"):        # not an ESPO setting
+        validate(RLConfig, {"loss": {"kind": "espo", "clip_eps": 0.1}})
+    with pytest.raises(ConfigError, match=r"loss\.ppo_clip_token_mean\.clip_eps: .*less than 1"):
+        validate(RLConfig, {"loss": {"kind": "ppo_clip_token_mean", "clip_eps": 1.5}})
+    with pytest.raises(ConfigError, match=r"sampling\.group_size: .*greater than or equal to 2"):
+        validate(RLConfig, {"sampling": {"group_size": 1}})
+    with pytest.raises(ConfigError, match=r"trainer\.lrr: unknown key \(did you mean 'lr'\?\)"):
+        validate(RLConfig, {"trainer": {"lrr": 1e-3}})
+
+
+def test_the_shipped_config_holds_the_values_it_held_flat():
+    from compass.dag.config import PipelineConfig
+    from stages.genrm.config import _grpo_default
+    cfg = load_yaml(PipelineConfig, REPO / "configs" / "tiny.yaml")
+    flat = RLConfig(rollout={"max_new_tokens": 96}).model_dump()        # tiny.yaml: the defaults, 96 new tokens
+    for section in (cfg.reasoning_rl, cfg.domain_rl):
+        assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
+    assert cfg.genrm.grpo == _grpo_default()
