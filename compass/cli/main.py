@@ -10,7 +10,7 @@ from pathlib import Path
 
 from compass.logs import new_log_file, setup_logging
 
-REPO_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+REPO_CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def default_config() -> str:

@@ -9,7 +9,7 @@ itself under its file's name with both of its forms:
 - the row form, ``row(row) -> added fields`` (always with ``score``), for
   ``compass gym score NAME`` and the reward service (``compass.gym.rows``). A
   learned judge must see rows in batches through a loaded checkpoint, so it gives
-  ``judge_rows(rows, options)`` instead.
+  ``judge_rows(rows, judge=CKPT, ...)`` instead.
 
 The name is the one tables store, so config, tables, the CLI and the docs all use
 it. Looking a verifier up imports every module of ``compass.gym.verifiers`` once;
@@ -24,8 +24,10 @@ from typing import Callable
 from compass.gym import verifiers as _verifier_package
 from compass.registry import Registry
 
-VERIFIER_PACKAGE = _verifier_package.__name__
-VERIFIER_MODULES = tuple(f"{VERIFIER_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(_verifier_package.__path__))
+# Written as a name prefix so that a stage's code version (compass.runtime.code_version) covers every
+# verifier module, which only this registry imports (by name, at run time).
+VERIFIER_PREFIX = "compass.gym.verifiers."
+VERIFIER_MODULES = tuple(VERIFIER_PREFIX + m.name for m in pkgutil.iter_modules(_verifier_package.__path__))
 
 # Names the CLI and the reward service took before there was one registry: asking for one says what it is now.
 RENAMED = {"json": "json_schema", "tool": "tool_call"}

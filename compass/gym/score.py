@@ -58,6 +58,11 @@ def is_judged(verifier: str | dict) -> bool:
     return get_verifier(parse_verifier(verifier)["type"]).judged
 
 
+def needs_judge(verifier: str | dict) -> bool:
+    """Whether the verifier is the learned judge itself (``genrm``): it scores only with a loaded checkpoint."""
+    return get_verifier(parse_verifier(verifier)["type"]).needs_judge
+
+
 def score(verifier: str | dict, response: str, reference: str) -> float:
     """Reward in [0, 1] of ``response`` against ``reference`` under ``verifier``."""
     spec = parse_verifier(verifier)

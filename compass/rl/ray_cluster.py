@@ -81,7 +81,7 @@ def ensure_ray(num_cpus: int | None = None, *, object_store_mb: int | None = Non
     try:
         ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", object_store_memory=store_mb << 20,
                  _temp_dir=temp, include_dashboard=False, log_to_driver=True,
-                 # actors import ``stages`` from this checkout even without the editable install
+                 # actors import ``compass`` (and ``stages``) from this checkout even without the editable install
                  runtime_env={"env_vars": {"PYTHONPATH": _pythonpath()}})
     except Exception as e:  # noqa: BLE001 - re-raised with what was tried
         raise RuntimeError(f"could not start a local Ray (num_cpus={num_cpus}, object store {store_mb} MiB, "

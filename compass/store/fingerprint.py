@@ -1,4 +1,4 @@
-"""Content fingerprints: stage-run versions and code versions.
+"""Content fingerprints: stage-run versions and file checksums (code versions: compass.runtime.code_version).
 
 A stage run's version is the hash of everything that decides its output:
 the stage, its config, its inputs' identities and the code that runs it.

@@ -18,7 +18,8 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compass.gym.score import THINK_CLOSE, THINK_OPEN, final_answer, is_judged, needs_reference, parse_verifier, score
+from compass.gym.score import (THINK_CLOSE, THINK_OPEN, final_answer, is_judged, needs_judge, needs_reference,
+                               parse_verifier, score)
 
 Rejection = tuple[str | None, str, str]   # field, reason, detail
 
@@ -151,4 +152,7 @@ def prompt_reason(prompt: str, reference: str | None, verifier: str | None,
         return "reference", "missing_reference", ""
     if spec is None and (verifier or require_reference):
         return "verifier", "bad_verifier", err
+    if spec is not None and needs_judge(spec):   # the RL stages score prompts with rules and programs only
+        return "verifier", "bad_verifier", (f"verifier '{spec['type']}' is the learned judge, which no RL stage "
+                                            f"scores prompts with yet (product titles by rules: 'title_rules')")
     return None

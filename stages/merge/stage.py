@@ -15,13 +15,14 @@ Without ``sweep`` the stage makes one merge and writes an empty sweep table.
 With ``sweep`` (paper §2.3: the Long-CoT weight decides the result; TIES
 against TA and DARE) it draws a seeded dev suite from the ``dev`` input,
 scores both parents and every candidate (method x Long-CoT weight x density)
-greedily with the evaluation stage's scorer, keeps the candidate with the
-largest smallest margin to a parent on the parents' home domains
-(stages/merge/sweep.py), and writes the table method x weight -> dev scores
-(``sweep``) and ``summary.md``. Scores are saved after every candidate in the
-run's state directory, so a run killed mid-sweep resumes where it stopped; the
-best candidate's mergekit output so far is kept there too, and the winner's is
-re-saved as the checkpoint at the end (it is not merged again).
+greedily with ``compass.lm.suite_scoring`` (the evaluation stage's scoring),
+keeps the candidate with the largest smallest margin to a parent on the
+parents' home domains (stages/merge/sweep.py), and writes the table method x
+weight -> dev scores (``sweep``) and ``summary.md``. Scores are saved after
+every candidate in the run's state directory, so a run killed mid-sweep
+resumes where it stopped; the best candidate's mergekit output so far is kept
+there too, and the winner's is re-saved as the checkpoint at the end (it is
+not merged again).
 """
 from __future__ import annotations
 

@@ -96,5 +96,5 @@ def wrong_title(rng: random.Random, item: Item) -> str:
 SUITE = register_suite(Suite(
     name="title_rewrite", domain="ecommerce", make=make_title_rewrite, wrong=wrong_title, alt=alt_title,
     languages=LANGUAGES,
-    description="messy seller title to a clean one in the same language; judged by GenRM "
-                "(rules as the offline fallback)"))
+    description="messy seller title to a clean one in the same language; scored by the title_rules "
+                "verifier (open-ended: criteria for a GenRM judge, not wired in yet)"))

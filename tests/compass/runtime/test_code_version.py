@@ -34,6 +34,10 @@ def test_closure_follows_imports_lazy_ones_and_registry_strings():
     rl = set(cv.module_closure("stages.reasoning_rl"))
     assert "compass.rl.trainer_megatron" in rl                 # looked up by the registry's "compass.rl.trainer_" prefix
     assert "compass.rl.engine" in rl
+    # every gym verifier, and the helpers only a verifier imports, through the registry's name prefix
+    ev = set(cv.module_closure("stages.evaluation"))
+    assert {f"compass.gym.verifiers.{v}" for v in ("math_exact", "math", "code", "mcq", "title_rules", "genrm")} <= ev
+    assert {"compass.gym.math_answers.equal", "compass.gym.sandbox.pool", "compass.gym.mcq_choice"} <= ev
 
 
 def test_closure_holds_no_other_stage_and_no_cli():

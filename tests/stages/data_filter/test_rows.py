@@ -118,7 +118,8 @@ def test_malformed_rows_are_quarantined_never_crash(tmp_path):
     # reference and verifier are required columns of prompts (no nulls); difficulty and pass_rate are optional
     prompt_rows = [{**_prompt(0, "What is 1 + 1?", "2"), "difficulty": 3, "pass_rate": 0.5},
                    _prompt(1, "What is 2 + 3?", " "), _prompt(2, "What is 3 + 3?", "6", ""),
-                   _prompt(3, "What is 4 + 4?", "8")]
+                   _prompt(3, "What is 4 + 4?", "8"),
+                   _prompt(4, "Rewrite the title: red shoe", "Red Shoe", json.dumps({"type": "genrm"}))]
     arts, q, inputs = _run(store, table, prompt_rows, cfg=DataFilterConfig(max_field_chars=1000))
     got = {(slot, i): (r["reason"], r["field"]) for (slot, i), r in q.items()}
     assert got == {
@@ -127,7 +128,9 @@ def test_malformed_rows_are_quarantined_never_crash(tmp_path):
         ("sft", 4): ("invalid_text", "prompt"), ("sft", 5): ("invalid_text", "response"),
         ("sft", 6): ("invalid_text", "prompt"), ("sft", 7): ("invalid_text", "response"),
         ("sft", 8): ("invalid_text", "note"),
-        ("prompts", 1): ("missing_reference", "reference"), ("prompts", 2): ("bad_verifier", "verifier")}
+        ("prompts", 1): ("missing_reference", "reference"), ("prompts", 2): ("bad_verifier", "verifier"),
+        ("prompts", 4): ("bad_verifier", "verifier")}
+    assert "learned judge" in q["prompts", 4]["detail"] and "title_rules" in q["prompts", 4]["detail"]
     assert "lone surrogate U+D800" in q["sft", 3]["detail"]
     assert "invalid UTF-8 byte 0xff" in q["sft", 4]["detail"]
     assert "replacement character" in q["sft", 5]["detail"] and "U+0000" in q["sft", 6]["detail"]
