@@ -1,0 +1,12 @@
+"""``compass config`` and the default config: found from any working directory."""
+from __future__ import annotations
+
+from compass.cli.main import default_config, main
+
+
+def test_default_config_is_the_repositorys_tiny_yaml_from_anywhere(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)                      # no configs/ here: the repository's is used
+    path = default_config()
+    assert path.endswith("configs/tiny.yaml")
+    assert main(["config"]) == 0
+    assert "reasoning_rl:" in capsys.readouterr().out
