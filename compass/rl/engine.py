@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 import torch
 
 from compass.lm.chat import chat_prefix
-from compass.progress import progress
+from compass.progress import progress, step_level
 from compass.rl.advantages import completion_advantages, get_advantage, zero_variance_groups
 from compass.rl.batch import TrainBatch
 from compass.rl.config import RLConfig
@@ -413,11 +413,11 @@ class _Loop:
         for step in progress(range(self.start, cfg.steps), desc=self.desc, unit="step"):
             row = self.step(step)
             self.metrics.log(row)
-            self.log.info("%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d of %d), "
-                          "|A| %.3f, gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
-                          row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
-                          row["groups"], row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
-                          row["time_step_s"])
+            self.log.log(step_level(), "%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d "
+                         "of %d), |A| %.3f, gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
+                         row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
+                         row["groups"], row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
+                         row["time_step_s"])
             if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
                 self.save(step + 1)
             if self.on_step is not None:

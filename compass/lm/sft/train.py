@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from compass.lm.chat import collate, encode_sft_pair
-from compass.progress import progress
+from compass.progress import progress, step_level
 from compass.runtime.stage_state import load_state, save_state
 from compass.lm.policy_forward import split_head
 from compass.lm.sft.packing import IGNORE, pack_samples, segment_mask, to_tensors
@@ -233,7 +233,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
             net.eval()
             heldout_hist.append({"step": done, "loss": mean_loss(net, heldout)})
             net.train()
-            logger.info("%s step %d/%d held-out loss %.4f", desc, done, steps, heldout_hist[-1]["loss"])
+            logger.log(step_level(), "%s step %d/%d held-out loss %.4f", desc, done, steps,
+                       heldout_hist[-1]["loss"])
 
     micro = min(batch_size, len(encoded))
     if start == 0:
@@ -278,8 +279,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
         if done % log_every == 0 or step == start or done == steps:
             k = min(log_every, len(losses))
-            logger.info("%s step %d/%d loss %.4f (mean of last %d %.4f) lr %.2e %.0f tok/s", desc, done, steps,
-                        losses[-1], k, sum(losses[-k:]) / k, lr_now, window_tok / max(window_t, 1e-9))
+            logger.log(step_level(), "%s step %d/%d loss %.4f (mean of last %d %.4f) lr %.2e %.0f tok/s", desc,
+                       done, steps, losses[-1], k, sum(losses[-k:]) / k, lr_now, window_tok / max(window_t, 1e-9))
             window_t, window_tok = 0.0, 0
         if eval_every and done % eval_every == 0 and done < steps:
             eval_heldout(done)
