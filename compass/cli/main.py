@@ -166,14 +166,29 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _list_choices(command: str) -> int:
+    """``compass stage`` / ``compass bench`` without a name: what can be named (each takes its own --help)."""
+    if command == "stage":
+        from compass.dag.stages import STAGES
+        names, what = list(STAGES), "stages (in DAG order)"
+    else:
+        from compass.bench import BENCHMARKS
+        names, what = sorted(BENCHMARKS), "benchmarks"
+    print(f"usage: compass {command} NAME [options]   (compass {command} NAME --help for its options)\n"
+          f"{what}: {', '.join(names)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     setup_logging()
     ap = build_parser()
-    if argv[:1] == ["stage"] and len(argv) >= 2:
+    if argv[:1] in (["stage"], ["bench"]) and (len(argv) < 2 or argv[1] in ("-h", "--help")):
+        return _list_choices(argv[0])
+    if argv[:1] == ["stage"]:
         args, rest = ap.parse_known_args(argv[:2])
         return cmd_stage(args, argv[2:])
-    if argv[:1] == ["bench"] and len(argv) >= 2:
+    if argv[:1] == ["bench"]:
         from compass.bench import run_bench
         return run_bench(argv[1], argv[2:])
     args = ap.parse_args(argv)
