@@ -110,7 +110,7 @@ def adopt(name: str) -> None:
     tlog = sys.modules.get("transformers.utils.logging") if name == "transformers" else None
     if tlog is None:
         logger.setLevel(logging.NOTSET)     # e.g. datasets holds itself at WARNING: its INFO for the log file
-    if tlog is not None:
+    else:
         tlog.disable_default_handler()      # its own handler, should transformers set it up again
         tlog.enable_propagation()
         if "TRANSFORMERS_VERBOSITY" not in os.environ:

@@ -27,7 +27,7 @@ def step_level() -> int:
 def transfer_progress(desc: str):
     """An fsspec callback showing files moved to or from an object store (checkpoints can be GBs)."""
     from fsspec.callbacks import NoOpCallback, TqdmCallback
-    if os.environ.get("COMPASS_PROGRESS", "1") == "0":
+    if not bars_on():
         return NoOpCallback()
     return TqdmCallback(tqdm_kwargs={"desc": desc, "unit": "file", "leave": False, "file": sys.stderr,
                                      "mininterval": 1.0, "dynamic_ncols": True})

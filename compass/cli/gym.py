@@ -65,11 +65,17 @@ def _bad_line(n: int, error: str) -> dict:
     return {"line": n, "error": error, "score": 0.0}
 
 
+def _split(items: list) -> tuple[list, list]:
+    """(index, row) of the rows to score, and the output list with unreadable lines already filled in."""
+    todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
+    out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
+    return todo, out
+
+
 def _score_rows(verifier: str, items: list, workers: int | None, timeout: float | None) -> list[dict]:
     from compass.progress import progress
     from compass.gym.rows import merge_fields, score_row
-    todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
-    out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
+    todo, out = _split(items)
     if workers == 1 and timeout is None:     # in this process: no deadline to enforce
         for i, row in progress(todo, desc=f"gym {verifier}", unit="row"):
             out[i] = score_row(verifier, row)
@@ -86,8 +92,7 @@ def _score_rows(verifier: str, items: list, workers: int | None, timeout: float 
 def _judge_rows(verifier, args, items: list) -> list[dict]:
     """A learned judge's rows: all at once through the checkpoint ``--judge`` names."""
     from compass.gym.rows import merge_fields
-    todo = [(i, row) for i, (n, row, err) in enumerate(items) if row is not None]
-    out: list[dict | None] = [None if row is not None else _bad_line(n, err) for n, row, err in items]
+    todo, out = _split(items)
     fields, counters = verifier.judge_rows([row for _, row in todo], judge=args.judge,
                                            max_new_tokens=args.max_new_tokens, swap_check=args.swap_check)
     for (i, row), added in zip(todo, fields):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from compass.gym.registry import get_verifier, load_all
+from compass.gym.registry import load_all
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -48,22 +48,28 @@ def parse_verifier(verifier: str | dict) -> dict:
     return spec
 
 
+def _resolve(verifier: str | dict):
+    """(spec, its registered Verifier); parse_verifier has already checked the type is known."""
+    spec = parse_verifier(verifier)
+    return spec, load_all()[spec["type"]]
+
+
 def needs_reference(verifier: str | dict) -> bool:
     """Whether a response can only be judged against a reference answer (False: the spec suffices)."""
-    return get_verifier(parse_verifier(verifier)["type"]).needs_reference
+    return _resolve(verifier)[1].needs_reference
 
 
 def is_judged(verifier: str | dict) -> bool:
     """Whether the verifier is open-ended, scored for real only by a learned judge (GenRM): no offline score."""
-    return get_verifier(parse_verifier(verifier)["type"]).judged
+    return _resolve(verifier)[1].judged
 
 
 def needs_judge(verifier: str | dict) -> bool:
     """Whether the verifier is the learned judge itself (``genrm``): it scores only with a loaded checkpoint."""
-    return get_verifier(parse_verifier(verifier)["type"]).needs_judge
+    return _resolve(verifier)[1].needs_judge
 
 
 def score(verifier: str | dict, response: str, reference: str) -> float:
     """Reward in [0, 1] of ``response`` against ``reference`` under ``verifier``."""
-    spec = parse_verifier(verifier)
-    return float(get_verifier(spec["type"]).spec(spec, response or "", reference or ""))
+    spec, v = _resolve(verifier)
+    return float(v.spec(spec, response or "", reference or ""))

@@ -69,7 +69,7 @@ class RewardResult:
 # -- worker side ---------------------------------------------------------------------------
 def _score_in_worker(verifier: str, row: dict, token_ids, tokenizer, shaping: ShapingConfig | None) -> dict:
     from compass.gym.score import score
-    from compass.gym.rows import get_scorer, score_fields
+    from compass.gym.rows import score_fields
     content_ids = token_ids
     if token_ids is not None and tokenizer is not None:
         # as the rollout side decodes: markup tokens (<think>, <tool_call>) kept, eos and pad dropped;
@@ -88,10 +88,9 @@ def _score_in_worker(verifier: str, row: dict, token_ids, tokenizer, shaping: Sh
         added, err = {}, None
     else:
         try:
-            get_scorer(verifier)
+            added = score_fields(verifier, row)
         except ValueError as e:              # unknown verifier name: answered, not raised
             return {"kind": "error", "score": 0.0, "error": str(e)[:300]}
-        added = score_fields(verifier, row)
         err = added.pop("error")
         value = float(added.pop("score"))
     if shaping is not None and content_ids is not None and err is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compass.gym.score import THINK_CLOSE, score
+from compass.gym.score import THINK_CLOSE, parse_verifier, score
 from compass.lm.chat import sample
 from compass.progress import progress
 
@@ -27,8 +27,9 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
     results = []
     for i, row in enumerate(rows):
         suite = row.get("suite") or row["domain"]
+        spec = parse_verifier(row["verifier"])          # once per row, not per sample
         for k, c in enumerate(completions[i]):
-            s = score(row["verifier"], c["text"], row["reference"])
+            s = score(spec, c["text"], row["reference"])
             results.append({"model": model_uri, "suite": suite, "prompt_id": row["id"], "sample_idx": k,
                             "response": c["text"], "score": s, "correct": s >= 1.0,
                             "difficulty": row.get("difficulty"), "num_tokens": len(c["ids"]),
