@@ -8,6 +8,11 @@ from pydantic import Field, model_validator
 from compass.config import StrictModel
 
 
+def is_moe(hf_config) -> bool:
+    """Whether a Hugging Face model config is a mixture of experts (has routers to record or replay)."""
+    return getattr(hf_config, "num_experts", 0) > 0
+
+
 class ModelConfig(StrictModel):
     """Architecture of the tiny base model (a Qwen3-MoE, or dense Qwen3)."""
     arch: Literal["qwen3_moe", "qwen3"] = "qwen3_moe"

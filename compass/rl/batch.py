@@ -7,6 +7,7 @@ token sits at its natural position. The trainer's per-token tensors are ``[B, L-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -80,6 +81,11 @@ class TrainBatch:
     def rollout(self, field: str) -> torch.Tensor:
         """The rollout's ``logprobs`` or ``entropies`` as ``[B, L-1]`` (:func:`rollout_values`)."""
         return rollout_values(field, self.prefixes, self.completions, tuple(self.mask.shape))
+
+    @cached_property
+    def rollout_logp(self) -> torch.Tensor:
+        """The rollout's log-probs ``[B, L-1]``, laid out once per batch (several measurements read them)."""
+        return self.rollout("logprobs")
 
     def rows(self, idx: torch.Tensor) -> "TrainBatch":
         """The completions at ``idx`` (a mini-batch)."""

@@ -30,12 +30,12 @@ from typing import Callable, Sequence
 import torch
 
 from compass.lm.chat import chat_prefix
+from compass.lm.model_config import is_moe
 from compass.progress import progress, step_level
 from compass.rl.advantages import completion_advantages, get_advantage, zero_variance_groups
 from compass.rl.batch import TrainBatch
 from compass.rl.config import RLConfig
 from compass.rl.data import PromptSampler, RLPrompt
-from compass.rl.losses import get_policy_loss
 from compass.rl.metrics_log import MetricsLog
 from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
@@ -145,7 +145,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     same_policy = cfg.trainer.backend == "torch" and cfg.rollout.dtype == "float32" and backend in ("hf", "native")
     options = {"dtype": cfg.rollout.dtype}
     if backend in ("hf", "native"):
-        options["record_routes"] = cfg.trainer.router_replay or _is_moe(model)
+        options["record_routes"] = cfg.trainer.router_replay or is_moe(model.config)
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
     rollout = None
     metrics_log = MetricsLog(out_dir)
@@ -179,10 +179,6 @@ def resolve_rollout_backend(name: str, model) -> str:
     return "native" if unsupported(model.config) is None else "hf"
 
 
-def _is_moe(model) -> bool:
-    return getattr(model.config, "num_experts", 0) > 0
-
-
 @dataclass
 class Drawn:
     """What a step's rollout kept for the update (``rewards`` ``[G, N]``), and counts over all it generated."""
@@ -205,7 +201,6 @@ class _Loop:
     def __init__(self, model, tok, prompts, cfg: RLConfig, trainer: TrainerBackend, rollout: RolloutBackend,
                  score_fn, service, log, desc, metrics_log: MetricsLog, state_dir, on_step):
         estimator = get_advantage(cfg.advantage.kind)
-        get_policy_loss(cfg.loss.kind)                                    # fail fast on a kind with no function
         self.token_level = estimator.token_level
         self.model, self.tok, self.cfg = model, tok, cfg
         self.trainer, self.rollout, self.score_fn, self.service = trainer, rollout, score_fn, service
@@ -270,12 +265,12 @@ class _Loop:
                                   [c for g in drawn.groups for c in g], self.tok.pad_token_id,
                                   with_routes=self.cfg.trainer.router_replay)
             old = self.old_policy(batch, measured, timing)
-            adv = self.advantages(step, drawn, batch, old)
+            adv, per_completion = self.advantages(step, drawn, batch, old)
             ups = self.update(batch, adv, old, measured, timing)
             if ups:
                 update = mean_over_mini_batches(ups)
                 self.sync(timing)
-            measured.update(advantage_metrics(adv, batch.mask, self.token_level))
+            measured.update(advantage_metrics(adv, batch.mask, self.token_level, per_completion))
         return step_row(step, measured=measured, update=update, counts=drawn.counts, kept_rewards=drawn.rewards,
                         groups_kept=len(drawn.prompts), timing=timing, step_s=time.perf_counter() - t_start,
                         pass_threshold=self.cfg.reward.pass_threshold, lr=self.cfg.trainer.lr,
@@ -339,13 +334,13 @@ class _Loop:
             logp, entropy, free_routes = None, batch.rollout("entropies"), None
         else:
             logp, entropy, free_routes = self.trainer_logprobs(batch.tensors, batch.routes)
-            measured.update(logprob_gap(logp, batch.prefixes, batch.completions, batch.mask))
+            measured.update(logprob_gap(logp, batch.rollout_logp, batch.mask))
         timing["old_logp"] = time.perf_counter() - t0
         if self.cfg.trainer.router_replay:        # free routing: the mismatch replay removes
             free_logp, _, free_routes = self.trainer_logprobs(batch.tensors, None)
-            measured["logp_gap_mean_no_replay"] = logprob_gap(free_logp, batch.prefixes, batch.completions,
+            measured["logp_gap_mean_no_replay"] = logprob_gap(free_logp, batch.rollout_logp,
                                                               batch.mask)["logp_gap_mean"]
-        measured.update(routing_metrics(batch.prefixes, batch.completions, free_routes))
+        measured.update(routing_metrics(batch, free_routes))
         return OldPolicy(logp, entropy, reuse)
 
     def trainer_logprobs(self, tensors: dict, routes: torch.Tensor | None):
@@ -354,15 +349,17 @@ class _Loop:
             return self.trainer.logprobs_with_routes(tensors)
         return (*self.trainer.logprobs(tensors, routes), None)
 
-    def advantages(self, step: int, drawn: Drawn, batch: TrainBatch, old: OldPolicy) -> torch.Tensor:
-        """``[B, L-1]`` token advantages of the configured estimator; records every completion's rollout row."""
+    def advantages(self, step: int, drawn: Drawn, batch: TrainBatch,
+                   old: OldPolicy) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[B, L-1]`` token advantages of the configured estimator and their ``[B]`` per-completion means;
+        records every completion's rollout row."""
         adv = compute_advantages(drawn.rewards, batch.mask, old.entropy, self.cfg)
         per_completion = completion_advantages(adv, batch.mask)
         at = 0
         for gi, (p, g) in enumerate(zip(drawn.prompts, drawn.groups)):
             self._record(step, p, g, drawn.rewards[gi], per_completion[at:at + len(g)])
             at += len(g)
-        return adv
+        return adv, per_completion
 
     def update(self, batch: TrainBatch, adv: torch.Tensor, old: OldPolicy, measured: dict,
                timing: dict) -> list[dict]:
@@ -377,7 +374,7 @@ class _Loop:
         chunks = keep.tensor_split(min(self.cfg.trainer.mini_batches, int(keep.numel())))
         old_logp = old.logp
         if len(chunks) > 1 and old_logp is None:     # later mini-batches meet a moved policy
-            old_logp = batch.rollout("logprobs")
+            old_logp = batch.rollout_logp
         t0 = time.perf_counter()
         ups = []
         for k, idx in enumerate(chunks):
@@ -387,7 +384,7 @@ class _Loop:
             if k == 0 and old.reused:            # the first step's forward is the rollout policy: the gap
                 pre_step = self.trainer.pre_step_logprobs()
                 if pre_step is not None:
-                    measured.update(logprob_gap(pre_step, mb.prefixes, mb.completions, mb.mask))
+                    measured.update(logprob_gap(pre_step, batch.rollout_logp[idx], mb.mask))
         timing["update"] = time.perf_counter() - t0
         measured["mini_batches"] = len(ups)
         return ups

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import torch
 
+from compass.lm.model_config import is_moe
 from compass.lm.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
 from compass.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
@@ -134,7 +135,7 @@ class NativeRollout(LocalModelRollout):
         with torch.no_grad():
             weights = pack(self.model)
         rows = decode(weights, prompt_ids, n, sampling, eos=eos,
-                      record_routes=self.record_routes and getattr(self.model.config, "num_experts", 0) > 0)
+                      record_routes=self.record_routes and is_moe(self.model.config))
         out: list[list[Completion]] = [[] for _ in prompt_ids]
         for b, r in enumerate(rows):
             out[b // n].append(self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))

@@ -4,12 +4,10 @@ Every function here is pure: tensors and counts in, python numbers out.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import torch
 
 from compass.rl.advantages import completion_advantages, zero_variance_groups
-from compass.rl.batch import routes_batch, rollout_values
+from compass.rl.batch import TrainBatch, routes_batch
 from compass.rl.losses import masked_mean
 
 # the phases a step times, in order; each becomes ``time_<phase>_s``
@@ -28,41 +26,45 @@ def group_stats(rewards: torch.Tensor, pass_threshold: float) -> dict[str, int]:
             "all_pass": int((zv & passed).sum()), "all_fail": int((zv & ~passed).sum())}
 
 
-def logprob_gap(trainer_logp: torch.Tensor, prefixes: Sequence[Sequence[int]], completions: Sequence,
-                mask: torch.Tensor) -> dict[str, float]:
+def logprob_gap(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """Train–inference mismatch: |trainer log p - rollout log p| over every completion token.
 
-    ``trainer_logp`` ``[B, L-1]`` (position ``t`` scores token ``t+1``); each completion's
-    rollout ``logprobs`` ``[len(ids)]``. Returns mean, p99 and max.
+    ``trainer_logp``, ``rollout_logp`` (``TrainBatch.rollout_logp``) and ``mask``: ``[B, L-1]``
+    (position ``t`` scores token ``t+1``). Returns mean, p99 and max.
     """
-    roll = rollout_values("logprobs", prefixes, completions, tuple(trainer_logp.shape))
-    gaps = (trainer_logp - roll).abs()[mask.bool()]
+    gaps = (trainer_logp - rollout_logp).abs()[mask.bool()]
     if gaps.numel() == 0:
         return {"logp_gap_mean": 0.0, "logp_gap_p99": 0.0, "logp_gap_max": 0.0}
     return {"logp_gap_mean": float(gaps.mean()), "logp_gap_p99": float(torch.quantile(gaps.double(), 0.99)),
             "logp_gap_max": float(gaps.max())}
 
 
-def routing_metrics(prefixes: Sequence[Sequence[int]], completions: Sequence,
-                    free_routes: torch.Tensor | None) -> dict[str, float]:
+def routing_metrics(batch: TrainBatch, free_routes: torch.Tensor | None) -> dict[str, float]:
     """Agreement between the rollout's routes and the trainer's free routes ``[B, L, layers, k]`` on
     completion tokens; nothing when either side has no routes."""
+    completions = batch.completions
     if free_routes is None or not completions or any(c.routes is None for c in completions):
         return {}
     from compass.rl.router_replay import routing_agreement
     width = free_routes.shape[1]
-    rollout_routes = routes_batch(prefixes, completions, width)
+    rollout_routes = (batch.routes if batch.routes is not None and batch.routes.shape[1] == width
+                      else routes_batch(batch.prefixes, completions, width))
+    completion = batch.tensors["completion_mask"]
     valid = torch.zeros(rollout_routes.shape[:2], dtype=torch.bool)
-    for i, (p, c) in enumerate(zip(prefixes, completions)):
-        valid[i, len(p): len(p) + len(c.ids)] = True
+    n = min(width, completion.shape[1])
+    valid[:, :n] = completion[:, :n]
     return {"routing_agreement": float(routing_agreement(rollout_routes, free_routes.long(), valid))}
 
 
-def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor, token_level: bool) -> dict[str, float]:
+def advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor, token_level: bool,
+                      per_completion: torch.Tensor | None = None) -> dict[str, float]:
     """``adv_abs_token_mean``: mean |A| over completion tokens; ``adv_abs_mean``: mean |A| over the
     estimator's own units, completions for a sequence-level one and every cell of ``[B, T]`` for a
     token-level one (the definition the metric has always had). ``advantages``, ``mask``: ``[B, T]``."""
-    per_unit = advantages if token_level else completion_advantages(advantages, mask)
+    if token_level:
+        per_unit = advantages
+    else:
+        per_unit = per_completion if per_completion is not None else completion_advantages(advantages, mask)
     return {"adv_abs_mean": float(per_unit.abs().mean()),
             "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask))}
 

@@ -10,6 +10,7 @@ import contextlib
 
 import torch
 
+from compass.lm.model_config import is_moe
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.losses import masked_mean, policy_loss
 from compass.rl.trainer import TrainerBackend, register_trainer_backend
@@ -80,7 +81,7 @@ class TorchTrainer(TrainerBackend):
 
     def logprobs_with_routes(self, batch):
         """Free routing; on a MoE model, the routes its routers chose, recorded by hooks (transformers' forward)."""
-        if getattr(self.model.config, "num_experts", 0) <= 0:
+        if not is_moe(self.model.config):
             return (*self.logprobs(batch, None), None)
         from compass.rl.router_replay import record_routes
         with record_routes(self.model) as rec:
