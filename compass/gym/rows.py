@@ -16,7 +16,12 @@ MAX_RESPONSE_CHARS = 4_000_000
 
 
 class RowError(ValueError):
-    """A row the verifier cannot score; the message is the short reason written to ``error``."""
+    """A row the verifier cannot score: the message goes to the row's ``error``, ``reason`` (a short code
+    from ``compass.gym.reasons``, e.g. ``missing_field``, ``invalid_schema``) to its ``reason``."""
+
+    def __init__(self, message: str, reason: str = "bad_field"):
+        super().__init__(message)
+        self.reason = reason
 
 
 def get_scorer(name: str) -> Verifier:
@@ -31,7 +36,7 @@ def get_scorer(name: str) -> Verifier:
 def require(row: dict, key: str, kind: type | tuple[type, ...] | None = None):
     """``row[key]``, or RowError naming the missing or mistyped field."""
     if key not in row or row[key] is None:
-        raise RowError(f"missing field '{key}'")
+        raise RowError(f"missing field '{key}'", "missing_field")
     value = row[key]
     if kind is not None and not isinstance(value, kind):
         names = kind.__name__ if isinstance(kind, type) else "|".join(k.__name__ for k in kind)
@@ -43,7 +48,7 @@ def response_of(row: dict) -> str:
     """The row's ``response`` as text, or RowError when missing, not text, or too long to score."""
     text = require(row, "response", str)
     if len(text) > MAX_RESPONSE_CHARS:
-        raise RowError(f"response too long ({len(text)} chars > {MAX_RESPONSE_CHARS})")
+        raise RowError(f"response too long ({len(text)} chars > {MAX_RESPONSE_CHARS})", "response_too_long")
     return text
 
 
@@ -51,38 +56,40 @@ def gold_of(row: dict) -> str:
     """The row's non-empty ``gold`` text, or RowError."""
     gold = require(row, "gold", str)
     if not gold.strip():
-        raise RowError("empty field 'gold'")
+        raise RowError("empty field 'gold'", "missing_field")
     return gold
 
 
 def score_fields(name: str, row) -> dict:
     """The fields verifier ``name`` adds to ``row``: its own fields and ``score``, plus ``error`` (None when
-    scored). An unscorable row gets the verifier's defaults, its error score and the reason.
+    scored). An unscorable row gets the verifier's defaults, its error score, ``error`` (the message) and
+    ``reason`` (its code, ``compass.gym.reasons``).
 
     An unknown ``name`` raises ValueError (a usage error, not a row error).
     """
     scorer = get_scorer(name)
     try:
         if not isinstance(row, dict):
-            raise RowError(f"row must be a JSON object, got {type(row).__name__}")
+            raise RowError(f"row must be a JSON object, got {type(row).__name__}", "not_an_object")
         added = scorer.row(row)
         if "score" not in added:
-            raise RowError("verifier returned no score")
+            raise RowError("verifier returned no score", "internal")
         return {**added, "score": float(added["score"]), "error": None}
     except RowError as e:
-        reason = str(e) or "unscorable row"
+        message, reason = str(e) or "unscorable row", e.reason
     except Exception as e:   # a verifier bug on odd input must not stop a file or the service
-        reason = f"internal: {type(e).__name__}: {str(e)[:200]}"
+        message, reason = f"internal: {type(e).__name__}: {str(e)[:200]}", "internal"
     return {**scorer.defaults, "score": scorer.score_on_error(row if isinstance(row, dict) else {}),
-            "error": reason}
+            "error": message, "reason": reason}
 
 
 def merge_fields(row: dict, fields: dict) -> dict:
     """``row`` with ``fields`` written over it (a stale ``correct`` or ``error`` from an earlier run is
-    replaced); ``error`` appears only when there is one."""
+    replaced); ``error`` and ``reason`` appear only when there is one."""
     out = {**row, **fields}
-    if out.get("error") is None:
-        out.pop("error", None)
+    for key in ("error", "reason"):
+        if out.get(key) is None:
+            out.pop(key, None)
     return out
 
 

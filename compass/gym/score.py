@@ -13,6 +13,7 @@ trace cannot earn reward from numbers inside its reasoning.
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from compass.gym.registry import load_all
 
@@ -69,7 +70,22 @@ def needs_judge(verifier: str | dict) -> bool:
     return _resolve(verifier)[1].needs_judge
 
 
+class Reward(NamedTuple):
+    """A spec form's answer: the score and, when the verifier knows one, why it is low (``compass.gym.reasons``).
+
+    A spec form returns a plain float or a ``Reward``; ``judge`` always gives a ``Reward``."""
+    score: float
+    reason: str | None = None
+
+
+def judge(verifier: str | dict, response: str, reference: str) -> Reward:
+    """``Reward(score, reason)`` of ``response`` against ``reference`` under ``verifier``; a bad spec is
+    ValueError (the caller counts it as ``bad_spec``)."""
+    spec, v = _resolve(verifier)
+    out = v.spec(spec, response or "", reference or "")
+    return Reward(float(out.score), out.reason) if isinstance(out, Reward) else Reward(float(out))
+
+
 def score(verifier: str | dict, response: str, reference: str) -> float:
     """Reward in [0, 1] of ``response`` against ``reference`` under ``verifier``."""
-    spec, v = _resolve(verifier)
-    return float(v.spec(spec, response or "", reference or ""))
+    return judge(verifier, response, reference).score
