@@ -62,7 +62,8 @@ def read_rows(path: str):
 
 
 def _bad_line(n: int, error: str) -> dict:
-    return {"line": n, "error": error, "score": 0.0}
+    return {"line": n, "error": error, "reason": "not_an_object" if error.startswith("a row must") else "bad_line",
+            "score": 0.0}
 
 
 def _split(items: list) -> tuple[list, list]:
@@ -85,7 +86,7 @@ def _score_rows(verifier: str, items: list, workers: int | None, timeout: float 
         futures = [(i, row, svc.submit(verifier, row)) for i, row in todo]
         for i, row, fut in progress(futures, desc=f"gym {verifier}", unit="row"):
             res = fut.result()
-            out[i] = merge_fields(row, {**res.fields, "score": res.score, "error": res.error})
+            out[i] = merge_fields(row, {**res.fields, "score": res.score, "error": res.error, "reason": res.reason})
     return out
 
 
@@ -111,9 +112,30 @@ def _dumps(row: dict) -> str:
     return text
 
 
-def _reason(error: str) -> str:
-    """An error's kind for the summary: its text before any detail in parentheses or after a colon."""
-    return str(error).split(" (")[0].split(": ")[0][:60]
+def reason_counts(rows: list[dict]) -> tuple[Counter, Counter]:
+    """(errors, other reasons) by reason code: rows that could not be scored, and scored rows whose
+    verifier said why they fell short (``compass.gym.reasons``)."""
+    errors, causes = Counter(), Counter()
+    for r in rows:
+        if r.get("error"):
+            errors[r.get("reason") or "unknown"] += 1
+        elif r.get("reason"):
+            causes[r["reason"]] += 1
+    return errors, causes
+
+
+def summary(verifier: str, rows: list[dict], output: str) -> str:
+    """The lines printed after scoring: rows, mean score, then errors and other reasons by code, most first."""
+    mean = sum(r["score"] for r in rows) / len(rows) if rows else 0.0
+    errors, causes = reason_counts(rows)
+    lines = [f"scored {len(rows)} rows with '{verifier}': mean score {mean:.4f}, "
+             f"{sum(errors.values())} unscorable -> {output}"]
+    for title, counts in (("unscorable rows by reason", errors), ("low scores by reason", causes)):
+        if counts:
+            lines.append(f"  {title}:")
+            width = max(len(k) for k in counts)
+            lines += [f"    {k:<{width}}  {v:>7,}" for k, v in counts.most_common()]
+    return "\n".join(lines)
 
 
 def run_gym(args) -> int:
@@ -128,6 +150,9 @@ def run_gym(args) -> int:
     if verifier.needs_judge and not args.judge:
         print(f"error: {args.verifier} needs --judge CKPT (a GenRM checkpoint directory)", file=sys.stderr)
         return 2
+    if os.path.isdir(args.input):
+        print(f"error: {args.input} is a folder; give one JSONL file", file=sys.stderr)
+        return 2
     if not os.path.isfile(args.input):
         print(f"error: no such input file: {args.input}", file=sys.stderr)
         return 2
@@ -137,6 +162,9 @@ def run_gym(args) -> int:
         return 2
     if args.workers is not None and args.workers < 1:
         print("error: --workers must be >= 1", file=sys.stderr)
+        return 2
+    if args.timeout is not None and not (args.timeout > 0 and args.timeout != float("inf")):
+        print(f"error: --timeout must be a number of seconds > 0, got {args.timeout:g}", file=sys.stderr)
         return 2
     items = list(read_rows(args.input))
     rows = _judge_rows(verifier, args, items) if verifier.needs_judge else \
@@ -150,8 +178,5 @@ def run_gym(args) -> int:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    errors = Counter(_reason(r["error"]) for r in rows if r.get("error"))
-    mean = sum(r["score"] for r in rows) / len(rows) if rows else 0.0
-    print(f"scored {len(rows)} rows with '{args.verifier}': mean score {mean:.4f}, "
-          f"{sum(errors.values())} errors {dict(errors) if errors else ''} -> {args.output}", file=sys.stderr)
+    print(summary(args.verifier, rows, args.output), file=sys.stderr)
     return 0

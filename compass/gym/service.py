@@ -53,6 +53,8 @@ PIPELINE_DEPTH = 4
 # block the dispatcher behind a slow task, so larger rows wait for an idle worker.
 MAX_PIPELINED_BYTES = 32 << 10
 SPEC = "spec"                       # request kind for the world's ``{"type": ...}`` verifier specs
+# An answer the service gave in the verifier's place, as a compass.gym.reasons code.
+_KIND_REASON = {"timeout": "verifier_timeout", "crash": "verifier_crash", "error": "internal"}
 _PRELOAD = ["compass.gym.rows", "compass.gym.score", "compass.gym.penalties"]
 
 
@@ -64,11 +66,12 @@ class RewardResult:
     fields: dict = field(default_factory=dict)   # what the verifier added (row form), shaping parts
     error: str | None = None
     latency_s: float = 0.0            # submit to answer
+    reason: str | None = None         # why the score is what it is (compass.gym.reasons), None when plain
 
 
 # -- worker side ---------------------------------------------------------------------------
 def _score_in_worker(verifier: str, row: dict, token_ids, tokenizer, shaping: ShapingConfig | None) -> dict:
-    from compass.gym.score import score
+    from compass.gym.score import judge
     from compass.gym.rows import score_fields
     content_ids = token_ids
     if token_ids is not None and tokenizer is not None:
@@ -78,26 +81,28 @@ def _score_in_worker(verifier: str, row: dict, token_ids, tokenizer, shaping: Sh
         content_ids = [t for t in token_ids if t not in drop]
     if token_ids is not None and "response" not in row:
         if tokenizer is None:
-            return {"kind": "error", "score": 0.0, "error": "token_ids given but the service has no tokenizer_dir"}
+            return {"kind": "error", "score": 0.0, "error": "token_ids given but the service has no tokenizer_dir",
+                    "reason": "internal"}
         row = {**row, "response": tokenizer.decode(content_ids)}
     if verifier == SPEC:
         try:
-            value = float(score(row.get("spec"), row.get("response") or "", row.get("reference") or ""))
+            value, reason = judge(row.get("spec"), row.get("response") or "", row.get("reference") or "")
         except ValueError as e:              # bad or unknown spec: the row's fault
-            return {"kind": "error", "score": 0.0, "error": str(e)[:300]}
+            return {"kind": "error", "score": 0.0, "error": str(e)[:300], "reason": "bad_spec"}
         added, err = {}, None
     else:
         try:
             added = score_fields(verifier, row)
         except ValueError as e:              # unknown verifier name: answered, not raised
-            return {"kind": "error", "score": 0.0, "error": str(e)[:300]}
+            return {"kind": "error", "score": 0.0, "error": str(e)[:300], "reason": "bad_spec"}
         err = added.pop("error")
         value = float(added.pop("score"))
+        reason = added.get("reason")
     if shaping is not None and content_ids is not None and err is None:
         parts = shape(value, content_ids, shaping)
         added.update({f"shaping_{k}": v for k, v in parts.items() if k != "reward"})
         value = parts["reward"]
-    return {"kind": "error" if err else "ok", "score": value, "fields": added, "error": err}
+    return {"kind": "error" if err else "ok", "score": value, "fields": added, "error": err, "reason": reason}
 
 
 def _worker_main(conn: Connection, tokenizer_dir: str | None, shaping_json: str | None) -> None:
@@ -118,7 +123,8 @@ def _worker_main(conn: Connection, tokenizer_dir: str | None, shaping_json: str 
         try:
             result = _score_in_worker(verifier, row, token_ids, tokenizer, shaping)
         except Exception as e:   # a verifier bug must answer this task, not kill the worker
-            result = {"kind": "error", "score": 0.0, "error": f"internal: {type(e).__name__}: {str(e)[:200]}"}
+            result = {"kind": "error", "score": 0.0, "error": f"internal: {type(e).__name__}: {str(e)[:200]}",
+                      "reason": "internal"}
         conn.send((task_id, result))
 
 
@@ -258,8 +264,9 @@ class RewardService:
     # -- dispatcher -----------------------------------------------------------------------
     def _finish(self, task: _Task, result: dict) -> None:
         now = time.perf_counter()
+        reason = result.get("reason") or _KIND_REASON.get(result["kind"])
         res = RewardResult(task.verifier, float(result.get("score", 0.0)), result["kind"],
-                           result.get("fields") or {}, result.get("error"), now - task.submitted)
+                           result.get("fields") or {}, result.get("error"), now - task.submitted, reason)
         with self._lock:
             s = self._stats.setdefault(task.verifier, {"n": 0, "kinds": {}, "latency": []})
             s["n"] += 1
@@ -309,7 +316,7 @@ class RewardService:
             t.attempts -= 1                  # never started: not an attempt
             self._retry.append(t)
         if why == "timeout":
-            self._fail(head, "timeout", "timeout")
+            self._fail(head, "timeout", f"timeout: the verifier ran past {self._timeout(head):g} s")
         elif head.attempts < 2:
             self._retry.append(head)
         else:
@@ -329,7 +336,8 @@ class RewardService:
             try:
                 task.payload = pickle.dumps((task.id, task.verifier, task.row, task.token_ids))
             except Exception as e:           # not picklable: the request's fault
-                self._finish(task, {"kind": "error", "score": 0.0, "error": f"request not sendable: {e}"})
+                self._finish(task, {"kind": "error", "score": 0.0, "error": f"request not sendable: {e}",
+                                    "reason": "bad_field"})
                 continue
             return task
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compass.gym.score import THINK_CLOSE, parse_verifier, score
+from compass.gym.score import THINK_CLOSE, judge, parse_verifier
 from compass.lm.chat import sample
 from compass.progress import progress
 
@@ -29,9 +29,9 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
         suite = row.get("suite") or row["domain"]
         spec = parse_verifier(row["verifier"])          # once per row, not per sample
         for k, c in enumerate(completions[i]):
-            s = score(spec, c["text"], row["reference"])
+            s, reason = judge(spec, c["text"], row["reference"])
             results.append({"model": model_uri, "suite": suite, "prompt_id": row["id"], "sample_idx": k,
-                            "response": c["text"], "score": s, "correct": s >= 1.0,
+                            "response": c["text"], "score": s, "correct": s >= 1.0, "reason": reason,
                             "difficulty": row.get("difficulty"), "num_tokens": len(c["ids"]),
                             "finished": tok.eos_token_id in c["ids"]})
     return results
@@ -39,7 +39,7 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
 
 def summarize(results: list[dict]) -> dict:
     """Per suite: prompts, samples, accuracy (mean of ``correct``), mean score, mean tokens,
-    share of samples that ended (eos) and accuracy per difficulty."""
+    share of samples that ended (eos) and accuracy per difficulty; overall: the verifiers' reasons by count."""
     by_suite: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_suite[r["suite"]].append(r)
@@ -61,8 +61,14 @@ def summarize(results: list[dict]) -> dict:
             "accuracy_by_difficulty": {str(d): sum(v) / len(v) for d, v in sorted(by_diff.items())},
         }
     n = len(results)
+    reasons: dict[str, int] = defaultdict(int)
+    for r in results:
+        if r.get("reason"):
+            reasons[r["reason"]] += 1
     return {"suites": suites, "samples": n,
-            "overall_accuracy": (sum(r["correct"] for r in results) / n) if n else None}
+            "overall_accuracy": (sum(r["correct"] for r in results) / n) if n else None,
+            # why samples scored low, as the verifiers said (compass.gym.reasons), most frequent first
+            "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
 def greedy_score(model, tok, rows: list[dict], *, max_new_tokens: int, seed: int, model_uri: str,

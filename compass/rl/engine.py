@@ -23,7 +23,7 @@ with ``checkpoint_every`` the whole RL state is saved for resume (``compass.rl.r
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import time
 from typing import Callable, Sequence
 
@@ -41,12 +41,13 @@ from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
 from compass.rl.rollout import RolloutBackend, SamplingParams, get_rollout_backend
 from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
-                                     routing_metrics, step_row)
+                                     reward_audit, routing_metrics, step_row)
 from compass.rl.trainer import TrainerBackend, get_trainer_backend
 
 __all__ = ["PromptStats", "rollouts_table", "train", "RLResult", "compute_advantages"]
 
-ScoreFn = Callable[[str, str, str], float]   # (verifier_json, response, reference) -> reward in [0, 1]
+# (verifier_json, response, reference) -> reward in [0, 1], a float or a compass.gym.score.Reward (with its reason)
+ScoreFn = Callable[[str, str, str], object]
 
 
 def compute_advantages(rewards: torch.Tensor, mask: torch.Tensor, entropy: torch.Tensor | None,
@@ -78,6 +79,10 @@ class RLResult:
             "reward_mean_last": m[-1]["reward_mean"] if m else None,
             "reward_mean": (sum(r["reward"] for r in self.rollouts) / len(self.rollouts)) if self.rollouts else None,
             "zero_variance_rate": (zv_pass + zv_fail) / groups if groups else None,
+            # the reward audit: all-fail groups that were the verifier's doing, and every reason given
+            "all_fail_verifier_fault_share": (sum(x.get("zero_variance_all_fail_verifier_fault", 0) for x in m) / zv_fail
+                                              if zv_fail else 0.0),
+            "reward_errors_by_reason": _sum_counts(x.get("reward_errors_by_reason", {}) for x in m),
             "zero_variance_all_pass_rate": zv_pass / groups if groups else None,
             "zero_variance_all_fail_rate": zv_fail / groups if groups else None,
             "prompts_measured": len(self.prompt_stats.rows()),
@@ -85,9 +90,23 @@ class RLResult:
         }
 
 
+def _sum_counts(dicts) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def _default_score() -> ScoreFn:
-    from compass.gym.score import score
-    return score
+    from compass.gym.score import judge
+    return judge
+
+
+def _scored(out) -> tuple[float, str | None]:
+    """A score function's answer as (reward, reason): a Reward carries its reason, a plain float none."""
+    reason = getattr(out, "reason", None)
+    return float(out.score if hasattr(out, "score") else out), reason
 
 
 def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sampling, score_fn: ScoreFn,
@@ -96,7 +115,8 @@ def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sa
     workers that are still generating). With a reward service every sample is submitted before any result
     is awaited.
 
-    Returns the groups, rewards ``[G, N]``, failures (reward-service errors, scored 0) and seconds spent scoring.
+    Returns the groups, rewards ``[G, N]``, reasons (``[G][N]`` ``compass.gym.reasons`` codes, None where the
+    verifier gave none), failures (reward-service errors, scored 0) and seconds spent scoring.
     """
     groups: list = [None] * len(batch_prompts)
     pending: list = [None] * len(batch_prompts)
@@ -106,16 +126,17 @@ def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sa
         p = batch_prompts[i]
         t0 = time.perf_counter()
         pending[i] = ([service.submit_spec(p.verifier, c.text, p.reference) for c in group] if service is not None
-                      else [float(score_fn(p.verifier, c.text, p.reference)) for c in group])
+                      else [_scored(score_fn(p.verifier, c.text, p.reference)) for c in group])
         scoring_s += time.perf_counter() - t0
     t0 = time.perf_counter()
     failures = 0
     if service is not None:
         results = [[f.result() for f in row] for row in pending]
         failures = sum(r.kind != "ok" for row in results for r in row)
-        pending = [[r.score for r in row] for row in results]
+        pending = [[(r.score, r.reason) for r in row] for row in results]
     scoring_s += time.perf_counter() - t0
-    return groups, torch.tensor(pending, dtype=torch.float32), failures, scoring_s
+    rewards = torch.tensor([[s for s, _ in row] for row in pending], dtype=torch.float32)
+    return groups, rewards, [[why for _, why in row] for row in pending], failures, scoring_s
 
 
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
@@ -185,7 +206,8 @@ class Drawn:
     prompts: list[RLPrompt]
     groups: list[list]
     rewards: torch.Tensor
-    counts: dict[str, int]
+    counts: dict
+    reasons: list[list] = field(default_factory=list)   # [G][N] reason codes of the kept groups
 
 
 @dataclass
@@ -281,7 +303,8 @@ class _Loop:
         cfg, sp = self.cfg, self.cfg.sampling
         kept = Drawn([], [], torch.zeros((0, sp.group_size)), {
             "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
-            "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0})
+            "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0, "reasons": {},
+            "all_fail_verifier_fault": 0, "verifier_fault_samples": 0})
         rows: list[torch.Tensor] = []
         counts = kept.counts
         need = sp.prompts_per_step
@@ -290,7 +313,7 @@ class _Loop:
             t0 = time.perf_counter()
             sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                       seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
-            groups, rewards, failures, scoring_s = _rollout_and_score(
+            groups, rewards, reasons, failures, scoring_s = _rollout_and_score(
                 self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], sp.group_size, sampling,
                 self.score_fn, self.service)
             timing["rollout"] += time.perf_counter() - t0 - scoring_s
@@ -303,13 +326,19 @@ class _Loop:
             for k, v in group_stats(rewards, cfg.reward.pass_threshold).items():
                 if k != "groups":
                     counts[k] += v
-            self.sort_round(step, batch_prompts, groups, rewards, kept, rows)
+            audit = reward_audit(rewards, reasons, cfg.reward.pass_threshold)
+            for code, n in audit["reasons"].items():
+                counts["reasons"][code] = counts["reasons"].get(code, 0) + n
+            counts["all_fail_verifier_fault"] += audit["all_fail_verifier_fault"]
+            counts["verifier_fault_samples"] += audit["verifier_fault_samples"]
+            self.sort_round(step, batch_prompts, groups, rewards, reasons, kept, rows)
             need = sp.prompts_per_step - len(kept.prompts) if sp.dynamic else 0
         if rows:
             kept.rewards = torch.stack(rows)
         return kept
 
-    def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, kept: Drawn, rows: list) -> None:
+    def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, reasons: list, kept: Drawn,
+                   rows: list) -> None:
         """Per group of one round: prompt stats, retirement of solved prompts, and keep (into ``kept``/``rows``)
         or drop (dynamic sampling: a zero-variance group is recorded, paid for, and left out)."""
         sp = self.cfg.sampling
@@ -320,10 +349,11 @@ class _Loop:
             if sp.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
                 self.sampler.retire(p.id, keep_at_least=sp.prompts_per_step)
             if sp.dynamic and bool(zv[gi]):
-                self._record(step, p, g, rewards[gi], None)
+                self._record(step, p, g, rewards[gi], None, reasons[gi])
                 continue
             kept.prompts.append(p)
             kept.groups.append(g)
+            kept.reasons.append(reasons[gi])
             rows.append(rewards[gi])
 
     def old_policy(self, batch: TrainBatch, measured: dict, timing: dict) -> OldPolicy:
@@ -357,7 +387,7 @@ class _Loop:
         per_completion = completion_advantages(adv, batch.mask)
         at = 0
         for gi, (p, g) in enumerate(zip(drawn.prompts, drawn.groups)):
-            self._record(step, p, g, drawn.rewards[gi], per_completion[at:at + len(g)])
+            self._record(step, p, g, drawn.rewards[gi], per_completion[at:at + len(g)], drawn.reasons[gi])
             at += len(g)
         return adv, per_completion
 
@@ -394,11 +424,12 @@ class _Loop:
         self.sync_rollout()
         timing["sync"] = time.perf_counter() - t0
 
-    def _record(self, step, p: RLPrompt, group, rewards_row, adv_row) -> None:
+    def _record(self, step, p: RLPrompt, group, rewards_row, adv_row, reasons_row) -> None:
         eos = self.tok.eos_token_id
         for si, c in enumerate(group):
             self.rollouts.append({"step": step, "prompt_id": p.id, "sample_idx": si, "response": c.text,
-                                  "reward": float(rewards_row[si]), "num_tokens": len(c.ids),
+                                  "reward": float(rewards_row[si]), "reward_reason": reasons_row[si],
+                                  "num_tokens": len(c.ids),
                                   "advantage": 0.0 if adv_row is None else float(adv_row[si]),
                                   "domain": p.domain, "task": p.task,
                                   "truncated": len(c.ids) == 0 or c.ids[-1] != eos})

@@ -58,7 +58,9 @@ def rollouts_table(rows: list[dict]) -> pa.Table:
     return pa.table({
         "step": col("step", pa.int64()), "prompt_id": col("prompt_id", pa.string()),
         "sample_idx": col("sample_idx", pa.int32()), "response": col("response", pa.string()),
-        "reward": col("reward", pa.float64()), "num_tokens": col("num_tokens", pa.int32()),
+        "reward": col("reward", pa.float64()),
+        "reward_reason": pa.array([r.get("reward_reason") for r in rows], pa.string()),
+        "num_tokens": col("num_tokens", pa.int32()),
         "advantage": col("advantage", pa.float64()), "domain": col("domain", pa.string()),
         "task": col("task", pa.string()), "truncated": col("truncated", pa.bool_()),
     })

@@ -59,4 +59,8 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     log.info("%s: reward %.3f -> %.3f, zero-variance rate %.2f, %d tokens in %.1fs", desc,
              summary["reward_mean_first"], summary["reward_mean_last"], summary["zero_variance_rate"],
              summary["tokens"], summary["time_s"])
+    reasons = summary["reward_errors_by_reason"]
+    log.info("%s: reward audit: %.1f%% of all-fail groups were the verifier's doing; reasons given: %s", desc,
+             100 * summary["all_fail_verifier_fault_share"],
+             ", ".join(f"{k} {v}" for k, v in list(reasons.items())[:10]) or "none")
     return result

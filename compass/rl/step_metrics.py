@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from compass.gym.reasons import is_verifier_fault
 from compass.rl.advantages import completion_advantages, zero_variance_groups
 from compass.rl.batch import TrainBatch, routes_batch
 from compass.rl.losses import masked_mean
@@ -24,6 +25,29 @@ def group_stats(rewards: torch.Tensor, pass_threshold: float) -> dict[str, int]:
     passed = rewards[:, 0] > pass_threshold
     return {"groups": int(rewards.size(0)), "zero_variance": int(zv.sum()),
             "all_pass": int((zv & passed).sum()), "all_fail": int((zv & ~passed).sum())}
+
+
+def reward_audit(rewards: torch.Tensor, reasons: list[list], pass_threshold: float) -> dict:
+    """Why the rewards of ``[G, N]`` groups are what they are, from the verifiers' reason codes ``[G][N]``
+    (``compass.gym.reasons``; None where a verifier gave none).
+
+    ``reasons``: code -> samples; ``verifier_fault_samples``: samples whose reward says nothing about
+    the answer (the data or the verifier failed); ``all_fail_verifier_fault``: all-fail groups in which
+    every sample is such a fault, i.e. zero-variance because of the verifier, not because the answers
+    were wrong (the paper's point that a wrong reward wastes the whole group).
+    """
+    counts: dict[str, int] = {}
+    faults = torch.zeros(rewards.shape, dtype=torch.bool)
+    for gi, row in enumerate(reasons):
+        for si, code in enumerate(row):
+            if code is not None:
+                counts[code] = counts.get(code, 0) + 1
+                faults[gi, si] = is_verifier_fault(code)
+    if rewards.numel() == 0:
+        return {"reasons": counts, "verifier_fault_samples": 0, "all_fail_verifier_fault": 0}
+    all_fail = zero_variance_groups(rewards) & (rewards[:, 0] <= pass_threshold)
+    return {"reasons": counts, "verifier_fault_samples": int(faults.sum()),
+            "all_fail_verifier_fault": int((all_fail & faults.all(dim=1)).sum())}
 
 
 def logprob_gap(trainer_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
@@ -98,6 +122,9 @@ def step_row(step: int, *, measured: dict, update: dict[str, float], counts: dic
         "reward_mean": float(r.mean()), "reward_std": float(r.std()) if r.numel() > 1 else 0.0,
         "pass_rate": float((r > pass_threshold).float().mean()),
         "reward_failures": counts["reward_failures"],
+        "reward_errors_by_reason": dict(sorted(counts.get("reasons", {}).items())),
+        "reward_verifier_fault_samples": counts.get("verifier_fault_samples", 0),
+        "zero_variance_all_fail_verifier_fault": counts.get("all_fail_verifier_fault", 0),
         "zero_variance_rate": counts["zero_variance"] / gen,
         "zero_variance_all_pass": counts["all_pass"], "zero_variance_all_fail": counts["all_fail"],
         "zero_variance_all_pass_rate": counts["all_pass"] / gen,

@@ -21,6 +21,7 @@ from collections import defaultdict
 
 import pyarrow as pa
 
+from compass.gym.reasons import is_verifier_fault
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
 from stages.evaluation.config import EvalConfig
@@ -32,8 +33,9 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("model", pa.string()), pa.field("suite", pa.string()), pa.field("prompt_id", pa.string()),
     pa.field("sample_idx", pa.int32()), pa.field("response", pa.string()), pa.field("score", pa.float64()),
     pa.field("correct", pa.bool_()), pa.field("difficulty", pa.int32()), pa.field("num_tokens", pa.int32()),
-    pa.field("finished", pa.bool_()),
+    pa.field("finished", pa.bool_()), pa.field("reason", pa.string()),
 ])
+TOP_REASONS = 10
 
 
 def render_report(model_uri: str, config: EvalConfig, summary: dict, results: list[dict],
@@ -52,6 +54,11 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
         if s["accuracy_by_difficulty"]:
             lines += ["", f"## {name}: accuracy by difficulty", "", "| difficulty | accuracy |", "|---:|---:|"]
             lines += [f"| {d} | {a:.3f} |" for d, a in s["accuracy_by_difficulty"].items()]
+    if summary.get("reasons"):
+        lines += ["", f"## Why samples scored low: the {TOP_REASONS} most frequent verifier reasons", "",
+                  "| reason | samples | fault |", "|---|---:|---|"]
+        lines += [f"| `{code}` | {n} | {'verifier or data' if is_verifier_fault(code) else 'response'} |"
+                  for code, n in list(summary["reasons"].items())[:TOP_REASONS]]
     if config.report_examples:
         lines += ["", "## Examples"]
         shown: dict[str, int] = defaultdict(int)

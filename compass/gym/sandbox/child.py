@@ -179,8 +179,9 @@ def run_task(job: dict, nonce: str, verdict_fd: int, scratch: str, uid: int | No
     """Run ``job['program']`` then each test in its namespace, report on ``verdict_fd``; never returns.
 
     Lines: ``<nonce> ready`` once locked down (no "ready" means the sandbox itself failed:
-    an infrastructure error), ``<nonce> <i> <0|1>`` per test, ``<nonce> done <ok|error|memory>``
-(error: the program itself raised before any test ran).
+    an infrastructure error), ``<nonce> <i> <0|1>`` per test, ``<nonce> why <code> <message>`` once for
+    the first failure, ``<nonce> done <ok|error|memory>`` (error: the program itself raised before any
+    test ran).
     """
     harness_pid = os.getpid()
 
@@ -204,17 +205,43 @@ def run_task(job: dict, nonce: str, verdict_fd: int, scratch: str, uid: int | No
         os._exit(code)
 
 
+def failure_reason(exc: BaseException, where: str) -> tuple[str, str]:
+    """(reason code, message) for an exception the program (``where="program"``) or a test raised.
+
+    Codes are ``compass.gym.reasons``': a refused sandbox event names it (``sandbox_refused:os.system``),
+    so a program that tried to start a shell is told apart from one that computed a wrong value."""
+    text = f"{type(exc).__name__}: {exc}"[:300]
+    if isinstance(exc, PermissionError) and str(exc).startswith("sandbox: "):
+        event = str(exc).split()[1] if len(str(exc).split()) > 1 else "?"
+        return f"sandbox_refused:{event}", f"{where}: {text}"
+    if isinstance(exc, SyntaxError):
+        # a test that does not compile is the dataset's fault, not the program's
+        code = "syntax_error" if where == "program" else "bad_spec"
+        return code, f"{where}: line {exc.lineno}: {exc.msg}"
+    if where == "program":
+        return f"runtime_error:{type(exc).__name__}", f"program: {text}"
+    return "test_failed", f"{where}: {text}"
+
+
+def _why(report, exc: BaseException, where: str) -> None:
+    reason, message = failure_reason(exc, where)
+    # one line: spaces survive (the worker reads the rest of the line), newlines must not
+    report(f"why {reason} {message.replace(chr(10), ' ').replace(chr(13), ' ')}")
+
+
 def _run(job: dict, report) -> int:
     tests, early_stop = job["tests"], job.get("early_stop", False)
-    flag = "ok"
+    flag, told = "ok", False
     ns = {"__name__": "__main__", "__builtins__": builtins}
     try:
         exec(compile(job["program"], "<program>", "exec"), ns)
         loaded = True
     except MemoryError:
         loaded, flag = False, "memory"
-    except BaseException:               # noqa: BLE001 - SystemExit, KeyboardInterrupt: the program failed
+    except BaseException as e:          # noqa: BLE001 - SystemExit, KeyboardInterrupt: the program failed
         loaded, flag = False, "error"
+        _why(report, e, "program")
+        told = True
     for i, test in enumerate(tests):
         ok = False
         if loaded:
@@ -223,8 +250,10 @@ def _run(job: dict, report) -> int:
                 ok = True
             except MemoryError:
                 flag = "memory"
-            except BaseException:       # noqa: BLE001
-                pass
+            except BaseException as e:  # noqa: BLE001
+                if not told:            # the first failure says why; the rest are counted
+                    _why(report, e, f"test {i}")
+                    told = True
         report(f"{i} {int(ok)}")
         if early_stop and not ok:
             break

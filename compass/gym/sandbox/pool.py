@@ -78,6 +78,8 @@ class Result:
     output: str = ""                # the program's stdout+stderr, truncated to max_output_bytes
     detail: str = ""
     infra_errors: list[str] = field(default_factory=list)
+    # the first failure, as the program or a test raised it: a compass.gym.reasons code and a message
+    why: tuple[str, str] = ("", "")
 
     @property
     def passed(self) -> int:
@@ -227,7 +229,8 @@ class SandboxPool:
             finally:
                 self._slots.put(slot)
             return Result([bool(v) for v in reply["verdicts"]], reply["status"], attempt,
-                          time.monotonic() - t0, reply.get("output", ""), reply.get("detail", ""), errors)
+                          time.monotonic() - t0, reply.get("output", ""), reply.get("detail", ""), errors,
+                          (reply.get("reason", ""), reply.get("message", "")))
         return Result([False] * len(tests), "infra", self.retries + 1, time.monotonic() - t0,
                       detail=errors[-1] if errors else "", infra_errors=errors)
 

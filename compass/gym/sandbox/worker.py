@@ -133,7 +133,7 @@ class Worker:
         for fd in (vr, orr, pidfd):
             sel.register(fd, selectors.EVENT_READ)
         verdicts: list[bool] = [False] * n
-        ready, done, exited, status = False, None, False, None
+        ready, done, exited, status, why = False, None, False, None, None
         out, out_total, vbuf = bytearray(), 0, b""
         deadline = t0 + float(job["timeout_s"])
         tag = nonce.encode() + b" "
@@ -167,7 +167,12 @@ class Worker:
                     for line in lines:
                         if not line.startswith(tag):
                             continue
-                        word = line[len(tag):].split()
+                        body = line[len(tag):]
+                        if body.startswith(b"why ") and why is None:
+                            code, _, message = body[4:].decode("utf-8", "replace").partition(" ")
+                            why = (code[:80], message[:400])
+                            continue
+                        word = body.split()
                         if word == [b"ready"]:
                             ready = True
                         elif len(word) == 2 and word[0] == b"done":
@@ -191,7 +196,9 @@ class Worker:
                 status, detail = "cpu_limit", f"exit {code}"
             else:
                 status, detail = "crash", f"exit {code}"
+        reason, message = why if why is not None else ("", "")
         return {"status": status, "verdicts": verdicts, "ready": ready, "detail": detail,
+                "reason": reason, "message": message,
                 "output": out.decode("utf-8", "replace"), "output_bytes": out_total,
                 "wall_s": time.monotonic() - t0}
 

@@ -30,7 +30,7 @@ def judge_input(row: dict) -> list[str]:
     """``[prompt, response, reference]`` of a row, or RowError naming what is missing or too long."""
     fields = [require(row, k, str) for k in ("prompt", "response", "reference")]
     if max(map(len, fields)) > MAX_JUDGED_CHARS:
-        raise RowError(f"a field is too long to judge (> {MAX_JUDGED_CHARS} chars)")
+        raise RowError(f"a field is too long to judge (> {MAX_JUDGED_CHARS} chars)", "response_too_long")
     return fields
 
 

@@ -31,14 +31,16 @@ from compass.gym.instructions.ifeval import MODES, evaluate, followed
 from compass.gym.instructions.kit import InstructionError
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
-from compass.gym.score import THINK_CLOSE, THINK_OPEN, final_answer
+from compass.gym.score import THINK_CLOSE, THINK_OPEN, Reward, final_answer
 
 
-def score_spec(spec: dict, response: str, reference: str) -> float:
+def score_spec(spec: dict, response: str, reference: str) -> Reward | float:
     text = final_answer(response)
     ids = spec.get("instruction_id_list") or []
-    if not text or not ids:
-        return 0.0
+    if not ids:
+        return Reward(0.0, "bad_spec")
+    if not text:
+        return Reward(0.0, "no_answer")
     verdicts = followed(spec, text)
     return sum(verdicts) / len(verdicts)
 
@@ -49,7 +51,7 @@ def score_row(row: dict) -> dict:
         response = final_answer(response)     # judge the answer, not the thought (as the spec verifier does)
     ids = require(row, "instruction_id_list", list)
     if not ids:
-        raise RowError("instruction_id_list is empty")
+        raise RowError("instruction_id_list is empty", "missing_field")
     kwargs = row.get("kwargs")
     if kwargs is not None and not isinstance(kwargs, list):
         raise RowError(f"field 'kwargs' must be list, got {type(kwargs).__name__}")

@@ -15,15 +15,18 @@ from __future__ import annotations
 from compass.gym.mcq_choice.extract import normalize_options, predict, read_choice, resolve_label
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
-from compass.gym.score import final_answer
+from compass.gym.score import Reward, final_answer
 
 
-def score_spec(spec: dict, response: str, reference: str) -> float:
+def score_spec(spec: dict, response: str, reference: str) -> Reward | float:
     options = str(spec.get("options", "ABCD")).upper()
     ref = (reference or "").strip().strip('"').strip().upper()
     if len(ref) != 1 or ref not in options:
-        return 0.0
-    return 1.0 if predict(response, options) == ref else 0.0
+        return Reward(0.0, "bad_gold")
+    choice = predict(response, options)
+    if choice is None:
+        return Reward(0.0, "no_answer")
+    return 1.0 if choice == ref else 0.0
 
 
 def score_row(row: dict) -> dict:
@@ -36,10 +39,10 @@ def score_row(row: dict) -> dict:
     try:
         keys, texts = normalize_options(options)
     except ValueError as e:
-        raise RowError(f"bad options: {e}") from None
+        raise RowError(f"bad options: {e}", "bad_field") from None
     gold_key = resolve_label(gold.strip().strip("()."), options)
     if gold_key is None:
-        raise RowError(f"gold '{gold}' is not among the options ({', '.join(keys)})")
+        raise RowError(f"gold '{gold}' is not among the options ({', '.join(keys)})", "bad_gold")
     i = read_choice(final_answer(response), keys, texts)
     predicted = None if i is None else keys[i]
     correct = predicted == gold_key

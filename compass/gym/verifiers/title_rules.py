@@ -27,7 +27,7 @@ import unicodedata
 
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
-from compass.gym.score import final_answer
+from compass.gym.score import Reward, final_answer
 
 _PUNCT = "\"'.,:;!?()[]{}【】「」|/-–—*★"
 _LATIN_CHARS = r"A-Za-z\u00C0-\u024F\u1E00-\u1EFF"
@@ -86,10 +86,10 @@ def title_rules_score(spec: dict, text: str) -> float:
     return content * sum(style) / len(style)
 
 
-def score_spec(spec: dict, response: str, reference: str) -> float:
+def score_spec(spec: dict, response: str, reference: str) -> Reward | float:
     text = final_answer(response)
     if not text:
-        return 0.0
+        return Reward(0.0, "no_answer")
     if not any(k in spec for k in RULE_KEYS):
         return 1.0 if " ".join(text.split()) == " ".join((reference or "").split()) and reference else 0.0
     return title_rules_score(spec, text)

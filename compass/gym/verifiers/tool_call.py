@@ -45,7 +45,7 @@ from scipy.optimize import linear_sum_assignment
 
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
-from compass.gym.score import THINK_CLOSE, THINK_OPEN, final_answer
+from compass.gym.score import THINK_CLOSE, THINK_OPEN, Reward, final_answer
 from compass.gym.verifiers.json_schema import same_value
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -153,14 +153,14 @@ def gold_calls(value) -> list[dict]:
         try:
             value = json.loads(value)
         except ValueError:
-            raise RowError("gold_calls is not valid JSON") from None
+            raise RowError("gold_calls is not valid JSON", "bad_gold") from None
     if not isinstance(value, list):
-        raise RowError(f"gold_calls must be a list of calls, got {type(value).__name__}")
+        raise RowError(f"gold_calls must be a list of calls, got {type(value).__name__}", "bad_gold")
     calls = []
     for j, g in enumerate(value):
         call = as_call(g)
         if call is None:
-            raise RowError(f"gold_calls[{j}] is not a {{'name': str, 'arguments': object}} call")
+            raise RowError(f"gold_calls[{j}] is not a {{'name': str, 'arguments': object}} call", "bad_gold")
         calls.append(call)
     return calls
 
@@ -170,12 +170,12 @@ def score_row(row: dict) -> dict:
     return tool_reward(response_of(row), gold)
 
 
-def score_spec(spec: dict, response: str, reference: str) -> float:
+def score_spec(spec: dict, response: str, reference: str) -> Reward | float:
     """Eq. (4) rescaled from [-3, 4] to [0, 1] (1 = well-formed and all correct)."""
     try:
         gold = gold_calls(reference)
-    except RowError:
-        return 0.0
+    except RowError as e:
+        return Reward(0.0, e.reason)
     r = tool_reward(response, gold)
     return (r["score"] - R_CORRECT_MIN) / (1.0 + R_CORRECT_MAX - R_CORRECT_MIN)
 

@@ -238,6 +238,7 @@ def test_cli_timeout_applies_with_one_worker_and_bad_output_dirs_are_refused(tmp
     p = _cli("code", str(src), str(out), "--workers", "1", "--timeout", "2")
     assert p.returncode == 0, p.stderr
     row = json.loads(out.read_text())
-    assert row["error"] == "timeout" and row["passed"] == 0 and time.perf_counter() - t0 < 30
+    assert row["error"].startswith("timeout") and row["reason"] == "verifier_timeout"
+    assert row["passed"] == 0 and time.perf_counter() - t0 < 30
     p = _cli("code", str(src), str(tmp_path / "missing" / "out.jsonl"))
     assert p.returncode == 2 and "cannot write" in p.stderr

@@ -211,3 +211,25 @@ def test_mini_batches_let_the_clip_act_and_only_full_marks_retire_a_prompt(tok):
     assert m4["logp_gap_mean"] < 1e-4
     assert sorted(r["prompt_id"] for r in one.rollouts[::4]) == sorted(p.id for p in prompts)
     assert one.metrics[-1]["prompts_retired"] == 1 == four.metrics[-1]["prompts_retired"]   # "P" (all 1.0), not "H" (all 0.7)
+
+
+def test_the_reward_audit_counts_reasons_and_all_fails_the_verifier_caused(tok):
+    """A prompt whose gold the verifier cannot read ('bad') fails every sample for the verifier's reason; a
+    wrong answer ('fail') fails for the response's: only the first is the verifier's all-fail."""
+    from compass.gym.score import Reward
+
+    def score(v, r, ref):
+        return {"pass": Reward(1.0), "fail": Reward(0.0, "no_answer"), "bad": Reward(0.0, "bad_gold")}[ref]
+    prompts = [RLPrompt("P", "1+1=?", "pass", V, "math", "a"), RLPrompt("F", "2+2=?", "fail", V, "math", "a"),
+               RLPrompt("B", "3+3=?", "bad", V, "math", "a")]
+    cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 2}, rollout={"max_new_tokens": 4})
+    res = train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg, score_fn=score)
+    for m in res.metrics:
+        assert m["reward_errors_by_reason"] == {"bad_gold": 2, "no_answer": 2}
+        assert m["zero_variance_all_fail"] == 2 and m["zero_variance_all_fail_verifier_fault"] == 1
+        assert m["reward_verifier_fault_samples"] == 2
+    s = res.summary()
+    assert s["all_fail_verifier_fault_share"] == 0.5 and s["reward_errors_by_reason"] == {"bad_gold": 4,
+                                                                                         "no_answer": 4}
+    assert {r["prompt_id"]: r["reward_reason"] for r in res.rollouts} == {"P": None, "F": "no_answer",
+                                                                          "B": "bad_gold"}

@@ -57,6 +57,16 @@ def test_report_files(evaluated):
     md = (d / "report.md").read_text()
     for suite, s in summary["suites"].items():
         assert f"| {suite} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} |" in md
+    # the verifiers' reasons: counted from the results table, the most frequent listed in the report
+    rows = arts["results"].read_table().to_pylist()
+    counted: dict = {}
+    for r in rows:
+        if r["reason"]:
+            counted[r["reason"]] = counted.get(r["reason"], 0) + 1
+    assert summary["reasons"] == counted and counted, "an untrained base model should leave reasons to list"
+    assert "most frequent verifier reasons" in md
+    for code, n in list(summary["reasons"].items())[:evaluation.TOP_REASONS]:
+        assert f"| `{code}` | {n} |" in md
 
 
 def test_greedy_is_deterministic_and_second_run_reuses(evaluated, tmp_path):
