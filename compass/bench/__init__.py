@@ -11,6 +11,7 @@ BENCHMARKS = {
     "gym-ifeval": "compass.bench.gym_ifeval",
     "gym-code": "compass.bench.gym_code",
     "gym-mcq": "compass.bench.gym_mcq",
+    "gym-json": "compass.bench.gym_json",
     "gym-service": "compass.bench.gym_service",
     "router-replay": "compass.bench.router_replay",
     "learning-efficiency": "compass.bench.learning_efficiency",
