@@ -198,3 +198,8 @@ def test_spec_form_reasons(spec, response, reference, reason):
         assert got.score == 0.0
     if reason is None:
         assert got.score == 1.0
+
+
+def test_format_is_an_annotation_as_the_draft_says():
+    schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}
+    assert row({"d": "not a date"}, schema)["valid"] is True
