@@ -319,23 +319,32 @@ def json_score(answer_text: str, schema, gold=None, schemas=None) -> dict:
         return {"valid": False, "fields": {}, "score": 0.0, "reason": "no_json_object",
                 "message": f"{what}: an extraction answer is a JSON object"}
     errors = _errors(validator, answer)
+    checked = _checked_fields(schema, gold)
     bad_fields, whole_ok = set(), True
     for err in errors:
         if err.absolute_path:
             bad_fields.add(err.absolute_path[0])
-        elif err.validator == "required":
-            continue                      # a missing field fails its own check below
+        elif err.validator == "required" and _missing(err, answer) <= set(checked):
+            continue                      # a missing checked field fails its own check below
         else:
-            whole_ok = False              # unexpected keys, object-level constraints
+            # unexpected keys, object-level constraints, and a field required elsewhere (allOf, if/then)
+            # that no field check covers: without this an invalid answer could still score 1
+            whole_ok = False
     fields = {f: (f in answer and f not in bad_fields
                   and (not isinstance(gold, dict) or same_value(answer[f], gold[f])))
-              for f in _checked_fields(schema, gold)}
+              for f in checked}
     passed = sum(fields.values()) + (1 if whole_ok else 0)
     out = {"valid": not errors, "fields": fields, "score": passed / (len(fields) + 1)}
     if errors:
         first = errors[0]
         out.update(reason="schema_violation", message=f"{_path(first.absolute_path)}: {first.message[:300]}")
     return out
+
+
+def _missing(err, answer: dict) -> set:
+    """The field names a ``required`` error is about: those of its list the answer lacks."""
+    names = err.validator_value if isinstance(err.validator_value, list) else []
+    return {n for n in names if isinstance(n, str) and n not in answer} or {None}
 
 
 def _json_kind(value) -> str:

@@ -203,3 +203,18 @@ def test_spec_form_reasons(spec, response, reference, reason):
 def test_format_is_an_annotation_as_the_draft_says():
     schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}}}
     assert row({"d": "not a date"}, schema)["valid"] is True
+
+
+def test_an_invalid_answer_never_scores_one():
+    """A field required inside allOf that no field check covers still fails the whole-object check."""
+    from compass.gym.verifiers.json_schema import json_score
+    schema = {"type": "object", "properties": {"name": {"type": "string"}},
+              "allOf": [{"required": ["sku"]}]}
+    out = json_score('{"name": "shoe"}', schema, gold={"name": "shoe"})
+    assert out["valid"] is False and out["fields"] == {"name": True} and out["score"] == 0.5
+    out = json_score('{"name": "shoe", "sku": "A1"}', schema, gold={"name": "shoe"})
+    assert out["valid"] is True and out["score"] == 1.0
+    # a checked field that is missing fails its own check, not the whole-object one
+    req = {"type": "object", "required": ["name", "sku"]}
+    assert json_score('{"name": "shoe"}', req)["fields"] == {"name": True, "sku": False}
+    assert json_score('{"name": "shoe"}', req)["score"] == 2 / 3
