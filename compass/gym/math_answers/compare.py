@@ -18,8 +18,11 @@ import math
 import random
 from fractions import Fraction
 
-from compass.gym.math_answers.parse import Answer
 from compass.gym.math_answers import sympy_worker
+from compass.gym.math_answers.intervals import as_tree, is_inequality_form, is_interval_form, solution_set, var_of
+from compass.gym.math_answers.parse import Answer
+from compass.gym.math_answers.relations import (chain_steps, collapse_chain, drop_leading_label, is_label,
+                                                labelled_values, stated_value)
 
 # Exact powers are computed only while the result stays small; beyond that the
 # numeric path (or sympy under its timeout) decides, so "2^{2^{100}}" never hangs here.
@@ -230,8 +233,9 @@ def numeric_verdict(a, b) -> bool | None:
     return True if close else None
 
 
-def _proportional_verdict(a, b) -> bool | None:
-    """Whether a = c*b for a nonzero constant c (two equations lhs-rhs describing one relation)."""
+def _proportional_verdict(a, b, positive: bool = False) -> bool | None:
+    """Whether a = c*b for a nonzero constant c (two equations lhs-rhs describing one relation); with
+    ``positive``, c must be a positive real (an inequality keeps its direction only so)."""
     try:
         vals = _values(a, b)
     except _Undecided:
@@ -243,6 +247,8 @@ def _proportional_verdict(a, b) -> bool | None:
                 return False
             continue
         r = va / vb
+        if positive and (abs(r.imag) > CLOSE * abs(r) or r.real <= 0):
+            return False
         if ratio is None:
             ratio = r
         elif abs(r - ratio) > CLOSE * abs(ratio) + 1e-12:
@@ -305,14 +311,31 @@ class Comparer:
         return self.equiv(g, r)
 
     def equiv(self, a, b) -> bool:
+        """Whether gold-side tree ``a`` equals response-side tree ``b`` (the order matters where the gold's
+        form decides between two readings: a set gold accepts a parenthesised list, not the reverse)."""
         a, b = _expand_pm(a), _expand_pm(b)
+        if not (a[0] == b[0] == "rel" and a[1] == b[1] == "and"):
+            a, b = collapse_chain(a), collapse_chain(b)         # x = 5+5+1 = 11 states 11
+        la, lb = labelled_values(a), labelled_values(b)
+        if la is not None or lb is not None:
+            return self.labelled(a, la, b, lb)
+        ia, ib = is_inequality_form(a), is_inequality_form(b)
+        if ia or ib:
+            verdict = self.solution_sets(a, ia, b, ib)
+            if verdict is not None:
+                return verdict
         ka, kb = a[0], b[0]
+        if (ka == "rel") != (kb == "rel"):
+            return self.stated(a, b)
         if ka in ("list", "set") or kb in ("list", "set"):
             if ka == "seq" or kb == "seq":
-                return False
+                # a set of solutions written as a parenthesised list, (1,3) for {1,3}: the gold says "set"
+                return ka in ("list", "set") and b[1:3] == ("(", ")") and self.multiset(_items(a), b[3])
             return self.multiset(_items(a), _items(b))
         if ka == "union" or kb == "union":
             return ka == kb and self.multiset(a[1], b[1])
+        if ka == "ratio" or kb == "ratio":
+            return self.ratio(a, b)
         if ka == "seq" or kb == "seq":
             if ka == "matrix" or kb == "matrix":
                 return self.matrix_vs_seq(a, b)
@@ -321,7 +344,7 @@ class Comparer:
         if ka == "matrix" or kb == "matrix":
             return (ka == kb and len(a[1]) == len(b[1]) and len(a[1][0]) == len(b[1][0])
                     and all(self.equiv(x, y) for ra, rb in zip(a[1], b[1]) for x, y in zip(ra, rb)))
-        if ka == "rel" or kb == "rel":
+        if ka == "rel":
             return self.relation(a, b)
         if ka == "text" or kb == "text":
             return _text_of(a) is not None and _text_of(a) == _text_of(b)
@@ -330,7 +353,7 @@ class Comparer:
         return self.scalar(a, b)
 
     def multiset(self, xs, ys) -> bool:
-        xs, ys = _drop_leading_var(xs), _drop_leading_var(ys)
+        xs, ys = drop_leading_label(xs), drop_leading_label(ys)
         if len(xs) != len(ys):
             return False
         left = list(ys)
@@ -343,31 +366,78 @@ class Comparer:
                 return False
         return True
 
+    def labelled(self, a, la, b, lb) -> bool:
+        """Answers naming several things: matched label by label when both name them, else the named values
+        in the order written against the bare ones (``AB=4, CD=5`` is ``4, 5``, not ``5, 4``)."""
+        if la is not None and lb is not None:
+            if len(la[0]) != len(lb[0]) or set(la[0]) != set(lb[0]):
+                return False
+            value_of = dict(zip(*lb))
+            return all(self.equiv(v, value_of[k]) for k, v in zip(*la))
+        values = (la or lb)[1]
+        other = b if la is not None else a
+        if other[0] == "rel":
+            return False
+        bare = other[3] if other[0] == "seq" and other[1:3] == ("(", ")") else other[1] if other[0] == "list" else None
+        if bare is None or len(bare) != len(values):
+            return False
+        pairs = zip(values, bare) if la is not None else zip(bare, values)
+        return all(self.equiv(x, y) for x, y in pairs)
+
+    def solution_sets(self, a, ia: bool, b, ib: bool) -> bool | None:
+        """Inequalities against inequalities or intervals, as sets of reals; None when not readable so."""
+        sa = solution_set(a, free_symbols, exact) if ia else None
+        sb = solution_set(b, free_symbols, exact) if ib else None
+        if ia and ib:
+            if sa is not None and sb is not None:
+                return sa == sb and var_of(a, free_symbols) == var_of(b, free_symbols)
+            return None
+        known, other = (sa, b) if ia else (sb, a)
+        if known is None or not is_interval_form(other):
+            return None
+        tree = as_tree(known)
+        return tree is not None and (self.equiv(other, tree) if ia else self.equiv(tree, other))
+
+    def stated(self, a, b) -> bool:
+        """An equation against a value: ``x = 5`` states 5 (the value named by a label, or the final value of a
+        computation); an equation that names no value equals no bare value."""
+        rel, other = (a, b) if a[0] == "rel" else (b, a)
+        value = stated_value(rel, free_symbols)
+        if value is None:
+            return False
+        return self.equiv(value, other) if rel is a else self.equiv(other, value)
+
+    def ratio(self, a, b) -> bool:
+        """``7:32`` equals ``14:64`` (the same proportion) and, as two terms, the quotient ``7/32``."""
+        if a[0] == b[0] == "ratio":
+            xs, ys = a[1], b[1]
+            return len(xs) == len(ys) and all(
+                self.scalar(("mul", x, ys[0]), ("mul", y, xs[0])) for x, y in zip(xs[1:], ys[1:]))
+        r, other = (a, b) if a[0] == "ratio" else (b, a)
+        if len(r[1]) != 2 or other[0] in _STRUCTURES:
+            return False
+        return self.scalar(("div", r[1][0], r[1][1]), other)
+
     def matrix_vs_seq(self, a, b) -> bool:
         m, s = (a, b) if a[0] == "matrix" else (b, a)
+        rows = m[1]
+        if all(x[0] == "seq" for x in s[3]):          # [[1,2],[3,4]]: a list of rows
+            return (len(rows) == len(s[3]) and all(len(r) == len(x[3]) for r, x in zip(rows, s[3]))
+                    and all(self.equiv(p, q) for r, x in zip(rows, s[3]) for p, q in zip(r, x[3])))
         if s[1] != "(" or s[2] != ")":
             return False
-        rows = m[1]
         flat = [r[0] for r in rows] if len(rows[0]) == 1 else list(rows[0]) if len(rows) == 1 else None
         return flat is not None and len(flat) == len(s[3]) and all(self.equiv(x, y) for x, y in zip(flat, s[3]))
 
     def relation(self, a, b) -> bool:
-        if a[0] != "rel" or b[0] != "rel":      # "x = 5" against "5": the value assigned to a variable
-            rel, other = (a, b) if a[0] == "rel" else (b, a)
-            if rel[1] != "=":
-                return False
-            if rel[2][0] == "sym":
-                return self.equiv(rel[3], other)
-            if rel[3][0] == "sym":
-                return self.equiv(rel[2], other)
-            return False
+        """Two relations of the same kind (inequalities in one variable went to ``solution_sets`` first)."""
         a, b = _orient(a), _orient(b)
         if a[1] != b[1]:
             return False
         if a[1] == "and":
-            return self.relation(a[2], b[2]) and self.relation(a[3], b[3])
+            return self.multiset(tuple(map(_orient, chain_steps(a))), tuple(map(_orient, chain_steps(b))))
         if a[1] == "=":
-            if a[2][0] == "sym" and a[2] == b[2]:
+            if is_label(a[2]) and a[2] == b[2]:
                 return self.equiv(a[3], b[3])
             if (_has_structure(a) or _has_structure(b)
                     or not (free_symbols(a[2]) or free_symbols(a[3]) or free_symbols(b[2]) or free_symbols(b[3]))):
@@ -378,7 +448,13 @@ class Comparer:
             if verdict is not None:
                 return verdict
             return self._sympy(da, db) or self._sympy(da, ("neg", db))
-        return self.equiv(a[2], b[2]) and self.equiv(a[3], b[3])
+        if self.equiv(a[2], b[2]) and self.equiv(a[3], b[3]):
+            return True
+        if a[1] in ("<", "<=") and not _has_structure(a) and not _has_structure(b):
+            # x + y < 1 is -x - y > -1 and 2x + 2y < 2: the gaps rhs - lhs are positive multiples
+            return _proportional_verdict(("add", a[3], ("neg", a[2])), ("add", b[3], ("neg", b[2])),
+                                         positive=True) is True
+        return False
 
     def scalar(self, a, b) -> bool:
         ia, ib = _inf_sign(a), _inf_sign(b)
@@ -450,16 +526,7 @@ def _expand_pm(t):
     return t
 
 
-_STRUCTURES = ("seq", "set", "list", "matrix", "union", "rel", "text", "base")
-
-
-def _drop_leading_var(items):
-    """"x = 0, 2, 5" names the variable once for the whole list: the values are 0, 2, 5."""
-    first = items[0] if items else None
-    if (first is not None and first[0] == "rel" and first[1] == "=" and first[2][0] == "sym"
-            and len(items) > 1 and all(x[0] != "rel" for x in items[1:])):
-        return (first[3],) + tuple(items[1:])
-    return items
+_STRUCTURES = ("seq", "set", "list", "matrix", "union", "rel", "text", "base", "ratio")
 
 
 def _orient(rel):
@@ -471,7 +538,7 @@ def _orient(rel):
 
 
 def _has_structure(rel) -> bool:
-    return any(isinstance(x, tuple) and x[0] in ("seq", "set", "list", "matrix", "union", "text")
+    return any(isinstance(x, tuple) and x[0] in ("seq", "set", "list", "matrix", "union", "text", "ratio")
                for x in rel[2:])
 
 

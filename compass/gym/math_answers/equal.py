@@ -3,43 +3,76 @@
 Public API::
 
     math_equal(response, gold, timeout_s=2.0) -> bool
+    judge_math(response, gold, timeout_s=2.0) -> Verdict(equal, reason)   # reason: no_answer / bad_gold
     extract_final_answer(text) -> str | None
     answers_equal(answer, gold, timeout_s=2.0) -> bool     # two bare answers, no extraction
 
 Pipeline: ``extract`` picks the final answer (last box, else last "answer is X" /
-"#### X", else the last number); ``parse`` normalises LaTeX and parses both answers
-into small trees (cached); ``compare`` decides with Fractions, then numeric
-evaluation, then sympy in a killable worker (``sympy_worker``) under ``timeout_s``.
+"#### X" in any of several languages, else the last number); ``parse`` normalises LaTeX and
+parses both answers into small trees (cached); ``compare`` decides with Fractions, then numeric
+evaluation, then sympy in a killable worker (``sympy_worker``) under ``timeout_s``. Where a comma
+could be a decimal comma (``1,22``), ``numerals`` gives the other reading, chosen by the gold's form.
 
 Percent: a response "28%" means 0.28; a reference "10\\%" accepts 10 or 0.1 (MATH
 answers a "what percent" question with the number; math-verify reads % as /100).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from compass.gym.math_answers.compare import Comparer
-from compass.gym.math_answers.extract import extract_final_answer, gold_answer
+from compass.gym.math_answers.extract import answer_candidates, extract_final_answer, gold_answer
+from compass.gym.math_answers.numerals import comma_readings
 from compass.gym.math_answers.parse import parse_answer, text_key
 from compass.gym.score import final_answer
 
-__all__ = ["math_equal", "answers_equal", "extract_final_answer"]
+__all__ = ["math_equal", "judge_math", "answers_equal", "extract_final_answer", "Verdict"]
 
 DEFAULT_TIMEOUT_S = 2.0
 
 
+class Verdict(NamedTuple):
+    equal: bool
+    reason: str | None = None      # "no_answer" (the response states none), "bad_gold" (unreadable gold)
+
+
+def _bare_equal(answer: str, gold_text: str, comparer: Comparer) -> bool:
+    """Two bare answers, the gold already unwrapped: the English reading, then the decimal-comma ones."""
+    if comparer.answers(parse_answer(gold_text), parse_answer(answer)):
+        return True
+    return any(comparer.answers(parse_answer(g), parse_answer(a)) for g, a in comma_readings(gold_text, answer))
+
+
 def answers_equal(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> bool:
     """Whether two bare final answers are mathematically equal (``answer`` is read as the response's)."""
-    return Comparer(timeout_s, symbolic).answers(parse_answer(gold_answer(gold)), parse_answer(answer))
+    return _bare_equal(answer, gold_answer(gold), Comparer(timeout_s, symbolic))
+
+
+def unreadable_gold(gold_text: str) -> bool:
+    """A reference that equals nothing: empty, an unclosed box, or a malformed number (``11 6/6``)."""
+    if not gold_text.strip() or ("\\boxed" in gold_text and "{" in gold_text and gold_text.count("{") != gold_text.count("}")):
+        return True
+    return parse_answer(gold_text).invalid
+
+
+def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> Verdict:
+    """Whether the final answer of ``response`` equals the reference ``gold``, and why not when it is not
+    for want of an answer or of a readable gold."""
+    if not isinstance(response, str) or not isinstance(gold, str):
+        return Verdict(False, "bad_gold" if not isinstance(gold, str) else "no_answer")
+    gold = gold_answer(gold)
+    if unreadable_gold(gold):
+        return Verdict(False, "bad_gold")
+    final = final_answer(response)
+    if final and len(final) <= 2 * len(gold) + 20 and text_key(final) == text_key(gold):
+        return Verdict(True)               # the reference copied verbatim, even where it is prose
+    candidates = answer_candidates(response)
+    if not candidates:
+        return Verdict(False, "no_answer")
+    comparer = Comparer(timeout_s, symbolic)
+    return Verdict(any(_bare_equal(c, gold, comparer) for c in candidates))
 
 
 def math_equal(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> bool:
     """Whether the final answer of ``response`` equals the reference answer ``gold``."""
-    if not isinstance(response, str) or not isinstance(gold, str):
-        return False
-    gold = gold_answer(gold)
-    final = final_answer(response)
-    if final and len(final) <= 2 * len(gold) + 20 and text_key(final) == text_key(gold):
-        return True                       # the reference copied verbatim, even where it is prose
-    answer = extract_final_answer(response)
-    if answer is None:
-        return False
-    return answers_equal(answer, gold, timeout_s, symbolic)
+    return judge_math(response, gold, timeout_s, symbolic).equal

@@ -2,12 +2,17 @@
 
 Order, latest statement first (a model often corrects itself, so the last word counts):
 
-1. the last ``\\boxed{..}`` / ``\\fbox{..}`` (nested braces; ``\\boxed 5`` too);
-2. the last explicit statement: "answer is X", "answer: X", "#### X", "A: X" at a line start;
-   X is its first math segment (``$..$``) or the text up to the end of the sentence;
-3. a short final text that is itself the answer (``\\frac{1}{2}``, ``(1, 2)``);
+1. the last ``\\boxed{..}`` / ``\\fbox{..}`` (nested braces; ``\\boxed 5`` too); boxes written one after
+   another at the end (``\\boxed{1}, \\boxed{2}``) are one answer listing them (``answer_candidates``
+   also offers the last one alone);
+2. the last explicit statement: "answer is X", "answer: X", "#### X", "A: X" at a line start, or the
+   same in another language ("La respuesta es X", "答案是 X", "Ответ: X": ``phrases``);
+   X is its math segment (``$..$``, ``\\(..\\)``, even split over lines) or the text up to the end
+   of the sentence;
+3. a short final text that is itself the answer (``\\frac{1}{2}``, ``(1, 2)``), or a matrix
+   environment the text ends with;
 4. the last ``$..$`` math segment of the text, when it holds a number or is short;
-5. the last number (``-1,234.5``, ``3/4``, ``2 1/3``, ``45%``).
+5. the last number (``-1,234.5``, ``3/4``, ``2 1/3``, ``45%``, ``1,22``).
 
 Only text after the last ``</think>`` counts (``compass.gym.score.final_answer``): an unclosed
 think block has no answer. The word "answer" alone does not start an answer: "to find
@@ -18,6 +23,7 @@ from __future__ import annotations
 import re
 
 from compass.gym.math_answers.parse import parse_answer
+from compass.gym.math_answers.phrases import CLAUSE_END, last_marker_end
 from compass.gym.score import final_answer
 
 # Only the end of a long response is searched for numbers and markers first: the answer
@@ -25,75 +31,122 @@ from compass.gym.score import final_answer
 TAIL_CHARS = 4000
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
-_MARKER_RE = re.compile(
-    r"(?:final\s+answer|answer)\s*(?:is|was|would\s+be|will\s+be|should\s+be|=|:)\s*:?"
-    r"|####|(?:^|\n)[ \t]*(?:\*\*)?A(?:\*\*)?[ \t]*:", re.I)
+# what may sit between boxes that list one answer: commas, "and", "or", math delimiters, spacing
+_BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}|\b(?:and|or)\b|和|、|или|и|y|et|und)*")
+# a matrix environment ending the text ("... is\n\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")
+_END_ENV = re.compile(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}(?=[\s$.\\\]]*$)", re.S)
 _MATH_SEG_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+# (?<![A-Za-z0-9_.]), not (?<![\w.]): a number right after 是 or Ответ is still a number
 _NUMBER_RE = re.compile(
-    r"(?<![\w.])-?\$?\s?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[ \t]+\d+/\d+(?![\d/]))?"
-    r"(?:\s*/\s*\d+(?:\.\d+)?)?\s*(?:\\?%)?|(?<![\w.])-?\.\d+\s*(?:\\?%)?")
-_SENTENCE_END = re.compile(r"(?<=[^\d\s])\.(?=\s|$)|(?<=\d)\.(?=\s|$)|\n|;|,\s+(?:so|which|because|since|and)\b"
-                           r"|\s+(?:because|since|which|as)\s")
+    r"(?<![A-Za-z0-9_.])-?\$?\s?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
+    r"(?:[ \t]+\d+/\d+(?![\d/]))?"
+    r"(?:\s*/\s*\d+(?:\.\d+)?)?\s*(?:\\?%)?|(?<![A-Za-z0-9_.])-?\.\d+\s*(?:\\?%)?")
 _HAS_DIGIT = re.compile(r"\d")
+
+
+_BRACE = re.compile(r"[{}]")
+_BOX_SCAN = 8      # boxes looked at from the end: "\\boxed{" repeated unclosed must not cost O(n^2)
+
+
+def _box_at(text: str, m: re.Match) -> tuple[int, str] | None:
+    """(end, contents) of the box whose command ``m`` matched; None when it is unclosed."""
+    i = m.end()
+    if i < len(text) and text[i] == "{":
+        depth = 0
+        for b in _BRACE.finditer(text, i):
+            depth += 1 if b.group(0) == "{" else -1
+            if depth == 0:
+                return b.end(), text[i + 1:b.start()].strip()
+        return None
+    tok = re.match(r"[^\s$]+", text[i:i + 200])   # \boxed 5
+    return (i + tok.end(), tok.group(0)) if tok else None
+
+
+def _boxes(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, contents) of the closed boxes among the last few, in order, outer boxes only."""
+    if "box" not in text:
+        return []
+    spans = []
+    for m in list(_BOX_RE.finditer(text))[-_BOX_SCAN:]:
+        box = _box_at(text, m)
+        if box is not None and not (spans and m.start() < spans[-1][1]):
+            spans.append((m.start(), box[0], box[1]))
+    return spans
 
 
 def last_boxed(text: str) -> str | None:
     """Contents of the last ``\\boxed{...}`` or ``\\fbox{...}``; None when there is none (or it is unclosed)."""
-    starts = [m for m in _BOX_RE.finditer(text)] if "box" in text else []
-    for m in reversed(starts[-3:]):     # a few: "\\boxed{" repeated unclosed must not cost O(n^2)
-        i = m.end()
-        if i < len(text) and text[i] == "{":
-            depth = 0
-            for j in range(i, len(text)):
-                c = text[j]
-                if c == "{":
-                    depth += 1
-                elif c == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return text[i + 1:j].strip()
-            continue          # unclosed: try an earlier box
-        tok = re.match(r"[^\s$]+", text[i:])   # \boxed 5
-        if tok:
-            return tok.group(0)
-    return None
+    spans = _boxes(text)
+    return spans[-1][2] if spans else None
+
+
+def boxed_run(text: str) -> list[str]:
+    """The contents of the boxes that end the text one after another, separated only by commas, "and",
+    delimiters or spacing (``\\boxed{1}, \\boxed{2}``): one answer listing them. A box after a sentence or a
+    blank line starts a new answer (a corrected one), so only the last such run counts."""
+    spans = _boxes(text)
+    if not spans:
+        return []
+    run = [spans[-1]]
+    for span in reversed(spans[:-1]):
+        gap = text[span[1]:run[0][0]]
+        if "\n\n" in gap.replace(" ", "") or not _BOX_GAP.fullmatch(gap):
+            break
+        run.insert(0, span)
+    return [x[2] for x in run]
 
 
 def _after_marker(rest: str) -> str | None:
-    """The answer X in the text following "answer is": its math segment or its sentence."""
+    """The answer X in the text following "answer is": its math segment (even one split over lines, if it
+    starts in the same sentence) or its sentence."""
     rest = rest.lstrip()
     box = last_boxed(rest[:2000]) if "box" in rest[:2000] else None
-    seg = _MATH_SEG_RE.match(rest)
-    if box is None and seg is None:
-        seg = _MATH_SEG_RE.search(rest[:200].split("\n", 1)[0])
     if box is not None:
         return box
-    if seg is not None:
+    seg = _MATH_SEG_RE.match(rest) or _MATH_SEG_RE.search(rest[:400])
+    if seg is not None and (seg.start() == 0 or not CLAUSE_END.search(rest[:seg.start()])):
         return next(g for g in seg.groups() if g is not None).strip()
-    end = _SENTENCE_END.search(rest)
+    end = CLAUSE_END.search(rest)
     x = (rest[:end.start()] if end else rest[:200]).strip().strip("*").strip()
     return x or None
 
 
-def extract_final_answer(text: str | None) -> str | None:
-    """The final answer stated by a response, as a string; None when it states none."""
+def answer_candidates(text: str | None) -> list[str]:
+    """The final answer a response states, as strings: usually one; for a run of boxes, the run read as
+    one list answer, then its last box alone (the last word). Empty when it states none."""
     if not text:
-        return None
+        return []
     final = final_answer(text)
     if not final:
-        return None
-    box = last_boxed(final)
-    if box is not None:
-        return box
+        return []
+    run = boxed_run(final)
+    if len(run) > 1:
+        return ["; ".join(run), run[-1]]
+    if run:
+        return run
+    x = _unboxed_answer(final)
+    return [x] if x is not None else []
+
+
+def extract_final_answer(text: str | None) -> str | None:
+    """The final answer stated by a response, as a string; None when it states none."""
+    found = answer_candidates(text)
+    return found[0] if found else None
+
+
+def _unboxed_answer(final: str) -> str | None:
     tail = final[-TAIL_CHARS:]
-    markers = list(_MARKER_RE.finditer(tail))
-    if markers:
-        x = _after_marker(tail[markers[-1].end():])
+    marker_end = last_marker_end(tail)
+    if marker_end is not None:
+        x = _after_marker(tail[marker_end:])
         if x:
             if _readable(x):
                 return x
             first = _NUMBER_RE.search(x)          # "answer is 12 apples and 3 pears" -> 12
             return first.group(0).strip() if first else x
+    env = _END_ENV.search(tail) if "\\end" in tail[-300:] else None
+    if env is not None:
+        return env.group(0)
     short = final.strip().rstrip(".")
     if len(short) <= 60 and "\n" not in short and not re.search(r"[a-zA-Z]{3,}\s+[a-zA-Z]{3,}", short):
         segs = _MATH_SEG_RE.findall(short)
@@ -117,10 +170,10 @@ def _readable(x: str) -> bool:
 
 
 def gold_answer(gold: str) -> str:
-    """A reference answer as given: its box if boxed, the part after ``####`` in GSM8K style, else itself."""
-    box = last_boxed(gold) if "box" in gold else None
-    if box is not None:
-        return box
+    """A reference answer as given: its box (or run of boxes) if boxed, the part after ``####`` in GSM8K style, else itself."""
+    run = boxed_run(gold) if "box" in gold else []
+    if run:
+        return "; ".join(run)
     if "####" in gold:
         return gold.rsplit("####", 1)[1].strip()
     return gold.strip()

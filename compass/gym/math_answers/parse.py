@@ -10,7 +10,8 @@ Trees are plain tuples so they hash and cache: ``("num", Fraction)``, ``("sym", 
 ``("div", a, b)``, ``("pow", a, b)``, ``("func", name, a)``, ``("sqrt", a, n)``,
 ``("fact", a)``, ``("abs", a)``, ``("pm", a, b)`` (a ± b), ``("seq", open, close, items)``
 (tuples and intervals: brackets kept), ``("set", items)`` (``\\{..\\}``), ``("list", items)``
-(a bare comma list), ``("union", items)``, ``("rel", op, a, b)``, ``("base", digits, base)``
+(a bare comma list; ``;``-separated groups nest), ``("union", items)``, ``("ratio", items)`` (``7:32``),
+``("rel", op, a, b)``, ``("base", digits, base)``
 (``204_5``), ``("matrix", rows)``, ``("text", words)``.
 
 No sympy here: the verifier's fast path is this parser plus ``fractions.Fraction``.
@@ -69,7 +70,10 @@ _REWRITES = [
     (re.compile(r"\\sqrt\s*([0-9a-zA-Z])"), r"\\sqrt{\1}"),
     (re.compile(r"^\s*[a-zA-Z]\s*\\in(?![a-zA-Z])\s*"), ""),  # "x \in [-2, 7]" states the interval
     (re.compile(r"\*\*"), "^"),                                  # Python-style powers
-    (re.compile(r"(?<=\S)\s+(?:or|and)\s+(?=\S)"), ", "),          # "x = 0 or x = 2": a list of solutions
+    (re.compile(r"(?<=\S)\s+or\s+(?=\S)"), ", "),               # "x = 0 or x = 2": a list of solutions
+    (re.compile(r"(?<=\S)\s+and\s+(?=\S)"), " \\\\land "),    # a list too, but "x > 1 and x < 3" intersects
+    (re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{3}){2,}(?![\d.])"),      # 1.234.567: dot-grouped thousands
+     lambda m: m.group(0).replace(".", "")),
 ]
 _PERCENT_RE = re.compile(r"(?:\\?%|(?<![a-zA-Z])(?:percent(?:age)?|pct))\s*\.?\s*$", re.I)
 _COMMA_THOUSANDS = re.compile(r"(?<![\d.,])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])")
@@ -107,7 +111,10 @@ _OPS = {r"\cdot": "*", r"\times": "*", r"\ast": "*", r"\div": "/", r"\pm": "pm",
         r"\cup": "cup", r"\le": "<=", r"\leq": "<=", r"\leqslant": "<=", r"\ge": ">=", r"\geq": ">=",
         r"\geqslant": ">=", r"\ne": "!=", r"\neq": "!=", r"\lt": "<", r"\gt": ">", r"\{": "{{", r"\}": "}}",
         r"\lbrace": "{{", r"\rbrace": "}}", r"\vert": "|", r"\mid": "|", r"\lvert": "|", r"\rvert": "|",
-        r"\approx": "=", r"\to": "="}
+        r"\approx": "=", r"\to": "=", r"\land": "land", r"\wedge": "land", r"\lor": ",", r"\vee": ",",
+        r"\colon": ":"}
+# \text{ and } / \text{ or } between answers: the same separators as the bare words
+_CONNECTIVES = {"and": ("op", "land"), "or": ("op", ",")}
 _TEXT_CMDS = {"text", "textbf", "textit", "textrm", "mbox", "mathrm", "mathbf", "mathit", "operatorname",
               "textnormal", "textup", "mathsf", "hbox", "emph"}
 _IGNORED_CMDS = {"displaystyle", "limits", "nolimits", "boxed"}
@@ -119,7 +126,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<num>\d{1,3}(?:\ \d{3})+(?![\d.])|\d+(?:\.\d*)?|\.\d+)       # 1 000 (space-grouped), 12, 1.5, .5
   | (?P<cmd>\\[a-zA-Z]+|\\[{}|])
   | (?P<word>[a-zA-Z]+)
-  | (?P<op><=|>=|!=|\\\\|[-+*/^_=<>(),\[\]{}|!&'])
+  | (?P<op><=|>=|!=|\\\\|[-+*/^_=<>(),;:\[\]{}|!&'])
 """, re.X)
 _MIXED_PARTS = re.compile(r"(\d{1,3}(?: \d{3})+|\d+)\s*(?:\\frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}|(\d+)\s*/\s*(\d+))")
 
@@ -178,7 +185,7 @@ def tokenize(s: str) -> list[tuple[str, object]]:
                 else:
                     inner = ""
                 if re.fullmatch(r"[\sA-Za-z']*", inner):
-                    out.extend(("word", w) for w in inner.split())   # \text{ cm}: words, never variables
+                    out.extend(_CONNECTIVES.get(w, ("word", w)) for w in inner.split())   # \text{ cm}: words, never variables
                 else:
                     out.extend(tokenize(inner)[:-1])                  # \text{(B)}, \mathrm{5}: read inside
             elif name in _IGNORED_CMDS:
@@ -244,25 +251,51 @@ class _Parser:
         kind, v = self.peek()
         return kind == "op" and v in values
 
-    # top level: a bare comma list, or one relation
+    # top level: one relation, a bare comma list, or groups separated by ";" ("p=5,q=2; p=7,q=2")
     def parse_top(self):
-        items = [self.relation()]
-        while self.accept(","):
-            items.append(self.relation())
+        groups = [self.items()]
+        while self.accept(";"):
+            groups.append(self.items())
         if self.peek()[0] != "end":
             raise ParseError(f"trailing {self.peek()[1]!r}")
-        return items[0] if len(items) == 1 else ("list", tuple(items))
+        return groups[0] if len(groups) == 1 else ("list", tuple(groups))
+
+    def items(self):
+        """A comma list; "and" separates items too, except between two inequalities, which it intersects."""
+        items = [self.relation()]
+        while True:
+            if self.accept(","):
+                items.append(self.relation())
+            elif self.accept("land"):
+                right = self.relation()
+                if _is_inequality(items[-1]) and _is_inequality(right):
+                    items[-1] = ("rel", "and", items[-1], right)
+                else:
+                    items.append(right)
+            else:
+                return items[0] if len(items) == 1 else ("list", tuple(items))
+
+    def separator(self) -> bool:
+        """An item separator inside brackets: "," or ";" (the latter where commas are decimal: (1,5; 2))."""
+        return self.accept(",") or self.accept(";")
 
     def relation(self):
-        left = last = self.union()
+        left = last = self.ratio()
         while self.peek()[0] == "op" and self.peek()[1] in _REL_OPS:
             op = self.next()[1]
-            right = self.union()
+            right = self.ratio()
             step = ("rel", op, last, right)
             # a < x < b, a = b = c: a chain is the conjunction of its steps
             left = step if left is last else ("rel", "and", left, step)
             last = right
         return left
+
+    def ratio(self):
+        """a : b (: c): a ratio, looser than + and \\cup, tighter than = (S_a:S_b = 7:32)."""
+        items = [self.union()]
+        while self.accept(":"):
+            items.append(self.union())
+        return items[0] if len(items) == 1 else ("ratio", tuple(items))
 
     def union(self):
         items = [self.additive()]
@@ -367,7 +400,7 @@ class _Parser:
                 return self.bracketed(v)
             if v == "{":
                 items = [self.relation()]
-                while self.accept(","):
+                while self.separator():
                     items.append(self.relation())
                 self.expect("}")
                 return items[0] if len(items) == 1 else ("set", tuple(items))
@@ -383,7 +416,7 @@ class _Parser:
         if self.is_op(")", "]"):
             return ("seq", open_, self.next()[1], ())
         items = [self.relation()]
-        while self.accept(","):
+        while self.separator():
             items.append(self.relation())
         kind, close = self.next()
         if kind != "op" or close not in (")", "]"):
@@ -396,7 +429,7 @@ class _Parser:
         if self.accept("}}"):
             return ("set", ())
         items = [self.relation()]
-        while self.accept(","):
+        while self.separator():
             items.append(self.relation())
         self.expect("}}")
         return ("set", tuple(items))
@@ -471,6 +504,13 @@ class _Parser:
         return "".join(p for p in parts if p != "*")
 
 
+def _is_inequality(t) -> bool:
+    """An order relation, or a chain of them (1 < x <= 3)."""
+    if t[0] != "rel":
+        return False
+    return t[1] in ("<", ">", "<=", ">=") or (t[1] == "and" and _is_inequality(t[2]) and _is_inequality(t[3]))
+
+
 class _Invalid(Exception):
     """A malformed mixed number: the whole answer equals nothing."""
 
@@ -515,6 +555,7 @@ def _strip_units(tokens: list) -> list:
     return tokens[:j] + [tokens[end]]
 
 
+_TEXT_PUNCT = {"(", ")", "[", "]", ".", ",", ";", "land"}    # what may sit between the words of a text answer
 _PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 
 
@@ -538,7 +579,7 @@ def _parse_cached(text: str) -> Answer:
     try:
         tokens = _strip_units(tokenize(s))
         words = [v for k, v in tokens if k == "word"]
-        if words and all(k in ("word", "end") or (k == "op" and v in "()[].,") for k, v in tokens):
+        if words and all(k in ("word", "end") or (k == "op" and v in _TEXT_PUNCT) for k, v in tokens):
             return Answer(("text", " ".join(w.lower() for w in words)), text_key(s), percent)
         # single-letter words ("\text{B}") read as the letter
         tokens = [("sym", v) if k == "word" and len(v) == 1 else (k, v) for k, v in tokens]

@@ -5,8 +5,8 @@ Numbers are integers, decimals, fractions ``3/4``, negatives, ``1,234`` or
 Symbolic answers (LaTeX, intervals) are the ``math`` verifier's.
 
 - spec ``{"type": "math_exact"}``, the reference is the number;
-- row (``compass gym score math_exact``): ``response`` and ``gold`` (strings) ->
-  ``correct`` (bool) and ``score`` (1.0 / 0.0).
+- row (``compass gym score math_exact``): ``response`` and ``gold`` (text, or a number such as ``42``,
+  written as text first; a bool is refused) -> ``correct`` (bool) and ``score`` (1.0 / 0.0).
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from fractions import Fraction
 
 from compass.gym.math_answers.extract import last_boxed
 from compass.gym.registry import Verifier, register_verifier
-from compass.gym.rows import gold_of, response_of
+from compass.gym.rows import response_of
 from compass.gym.score import final_answer
+from compass.gym.verifiers.math import gold_text
 
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?|[-+]?\.\d+"
 _NUM_RE = re.compile(_NUM)
@@ -68,7 +69,7 @@ def score_spec(spec: dict, response: str, reference: str) -> float:
 
 
 def score_row(row: dict) -> dict:
-    ok = numbers_equal(response_of(row), gold_of(row))
+    ok = numbers_equal(response_of(row), gold_text(row))
     return {"correct": ok, "score": 1.0 if ok else 0.0}
 
 

@@ -1,0 +1,87 @@
+"""Answers that name what they state, read as the values they state (pure functions on parse trees).
+
+- A label is what an answer names rather than computes: a variable ``x``, a product of letters ``AB``
+  (a segment), a subscripted name ``S_a``, a tuple of labels ``(p,q)``, a ratio of labels ``S_a:S_b``.
+- ``label = value`` states ``value``; a group of distinct labels (``AB=4, CD=5``, ``(p,q)=(3,2)``)
+  states its values in the order written, so it equals the bare ``4, 5`` and ``(3,2)`` but not ``5, 4``.
+- A chain ``x = 5+5+1 = 7 = 11`` states its last member: the value a worked line ends on counts, not
+  the steps (which may be wrong along the way). So does a computation ``2+3 = 5`` with no variable.
+"""
+from __future__ import annotations
+
+
+def is_label(t) -> bool:
+    k = t[0]
+    if k == "sym":
+        return True
+    if k == "mul":
+        return is_label(t[1]) and is_label(t[2])
+    if k == "seq":
+        return t[1] == "(" and t[2] == ")" and len(t[3]) >= 2 and all(is_label(x) for x in t[3])
+    if k == "ratio":
+        return all(is_label(x) for x in t[1])
+    return False
+
+
+def chain_steps(t) -> list:
+    """The steps of a relation chain (``a = b = c`` -> [a = b, b = c]); a single relation is one step."""
+    if t[0] == "rel" and t[1] == "and":
+        return chain_steps(t[2]) + chain_steps(t[3])
+    return [t]
+
+
+def collapse_chain(t):
+    """``x = e1 = e2 = v`` -> ``x = v`` (an all-equal chain states its last member); anything else unchanged."""
+    if t[0] != "rel" or t[1] != "and":
+        return t
+    steps = chain_steps(t)
+    if not all(s[0] == "rel" and s[1] == "=" for s in steps):
+        return t
+    return ("rel", "=", steps[0][2], steps[-1][3])
+
+
+def stated_value(rel, has_variables):
+    """What an equation ``rel`` states as an answer: the value of its label (either side), or the final value
+    of a computation without variables (``2+3 = 5`` -> 5); None when it is an equation proper (``y = 2x+3``
+    states y's value 2x+3; ``x + y = 5`` states no single value)."""
+    if rel[0] != "rel" or rel[1] != "=":
+        return None
+    lhs, rhs = rel[2], rel[3]
+    if is_label(lhs):
+        return rhs
+    if is_label(rhs):
+        return lhs
+    if not has_variables(lhs) and not has_variables(rhs):
+        return rhs
+    return None
+
+
+def labelled_values(t) -> tuple[tuple, tuple] | None:
+    """(labels, values) of an answer naming two or more distinct things: ``(p,q) = (3,2)`` or
+    ``AB = 4, CD = 5``; None otherwise (one label, repeated labels as in ``x = 1, x = 2``, bare values)."""
+    if t[0] == "rel" and t[1] == "=" and t[2][0] == "seq" and is_label(t[2]):
+        rhs = t[3]
+        if rhs[0] == "seq" and len(rhs[3]) == len(t[2][3]):
+            return tuple(t[2][3]), tuple(rhs[3])
+        return None
+    if t[0] != "list" or len(t[1]) < 2:
+        return None
+    labels, values = [], []
+    for item in t[1]:
+        if item[0] != "rel" or item[1] != "=" or not is_label(item[2]):
+            return None
+        labels.append(item[2])
+        values.append(item[3])
+    if len(set(labels)) != len(labels):
+        return None
+    return tuple(labels), tuple(values)
+
+
+def drop_leading_label(items: tuple) -> tuple:
+    """``x = 0, 2, 5`` and ``(p,q) = (5,2), (7,2)`` name the label once for the whole list: the values
+    are ``0, 2, 5`` and ``(5,2), (7,2)``."""
+    first = items[0] if items else None
+    if (first is not None and first[0] == "rel" and first[1] == "=" and is_label(first[2])
+            and len(items) > 1 and all(x[0] != "rel" for x in items[1:])):
+        return (first[3],) + tuple(items[1:])
+    return items
