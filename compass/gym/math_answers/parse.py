@@ -44,7 +44,8 @@ class ParseError(ValueError):
 _UNICODE = {"\u2212": "-", "\u2013": "-", "\u00d7": "*", "\u00f7": "/", "\u00b7": "*", "\u00b0": "",
             "\u221a": "\\sqrt", "\u03c0": "\\pi ", "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ",
             "\u2260": "\\ne ", "\u222a": "\\cup ", "\u00b1": "\\pm ", "\u2009": " ", "\u00a0": " ",
-            "\uff0c": ",", "\uff08": "(", "\uff09": ")"}
+            "\uff0c": ",", "\uff08": "(", "\uff09": ")", "\uff1a": ":", "\uff1b": ";", "\u2208": "\\in ",
+            "\u2205": "\\emptyset ", "\u211d": "\\mathbb{R}", "\u20ac": " ", "\u00a3": " "}
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 
 # Ordered (pattern, replacement) rewrites; each says why in its comment.
@@ -68,6 +69,10 @@ _REWRITES = [
     (re.compile(r"\\(frac|binom)\s*([0-9a-zA-Z])\s*\{"), r"\\\1{\2}{"),
     (re.compile(r"\\(frac|binom)\s*(\{[^{}]*\})\s*([0-9a-zA-Z])"), r"\\\1\2{\3}"),
     (re.compile(r"\\sqrt\s*([0-9a-zA-Z])"), r"\\sqrt{\1}"),
+    (re.compile(r"\\(?:emptyset|varnothing)(?![a-zA-Z])"), r"\\{\\}"),           # the empty set, as a set
+    # the reals, as the interval a solution set is written as
+    (re.compile(r"\\mathbb\s*\{\s*R\s*\}|\\mathbb\s*R(?![a-zA-Z])|\\R(?![a-zA-Z])|\b(?:all\s+)?real\s+numbers\b", re.I),
+     r"(-\\infty,\\infty)"),
     (re.compile(r"^\s*[a-zA-Z]\s*\\in(?![a-zA-Z])\s*"), ""),  # "x \in [-2, 7]" states the interval
     (re.compile(r"\*\*"), "^"),                                  # Python-style powers
     (re.compile(r"(?<=\S)\s+or\s+(?=\S)"), ", "),               # "x = 0 or x = 2": a list of solutions

@@ -1,7 +1,8 @@
 """Answers that name what they state, read as the values they state (pure functions on parse trees).
 
 - A label is what an answer names rather than computes: a variable ``x``, a product of letters ``AB``
-  (a segment), a subscripted name ``S_a``, a tuple of labels ``(p,q)``, a ratio of labels ``S_a:S_b``.
+  (a segment), a subscripted name ``S_a``, a function value ``f(2)``, a tuple of labels ``(p,q)``, a
+  ratio of labels ``S_a:S_b`` or ``\\frac{S_a}{S_b}``.
 - ``label = value`` states ``value``; a group of distinct labels (``AB=4, CD=5``, ``(p,q)=(3,2)``)
   states its values in the order written, so it equals the bare ``4, 5`` and ``(3,2)`` but not ``5, 4``.
 - A chain ``x = 5+5+1 = 7 = 11`` states its last member: the value a worked line ends on counts, not
@@ -10,11 +11,19 @@
 from __future__ import annotations
 
 
+# letters that name functions: "f(2) = 5" states f(2), not f times 2
+FUNCTION_LETTERS = frozenset("fghFGHPQ")
+
+
 def is_label(t) -> bool:
     k = t[0]
     if k == "sym":
         return True
     if k == "mul":
+        if t[1][0] == "sym" and t[1][1] in FUNCTION_LETTERS and t[2][0] in ("num", "neg", "sym", "const"):
+            return True
+        return is_label(t[1]) and is_label(t[2])
+    if k == "div":                       # \frac{S_a}{S_b}: a ratio of named things
         return is_label(t[1]) and is_label(t[2])
     if k == "seq":
         return t[1] == "(" and t[2] == ")" and len(t[3]) >= 2 and all(is_label(x) for x in t[3])
