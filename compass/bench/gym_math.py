@@ -10,6 +10,11 @@ Reference sets (``<repo>/../shared/data``, or ``--data DIR``; never copied into 
   perturbed wrong answer per problem, expected unequal.
 - ``mixed``: Math-Verify's mixed-number cases (``4 4/9``, ``11 6/6``, ``28%``).
 - ``hendrycks``: the MATH paper's ``is_equiv`` unit cases.
+- ``forms``: our own labelled cases (``compass/bench/data/math_forms.jsonl``, in the repository, so this
+  set needs no ``--data``), grouped by the form of the answer: decimal commas, running text and other
+  languages, chains and labelled answers, sets/tuples/intervals, inequalities, matrices, numeric golds.
+  Agreement is also reported per kind. A numeric gold goes through our row form (which writes it as
+  text); math-verify gets that same text.
 
 Agreement is the share of pairs where the verdict equals the reference label. math-verify
 gets each gold as ``$gold$`` (its LaTeX extraction needs delimiters); responses are passed as
@@ -36,6 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
+FORMS = Path(__file__).resolve().parent / "data" / "math_forms.jsonl"
 GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
 
@@ -158,6 +164,16 @@ def hendrycks_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str
     return pairs[:limit] if limit else pairs
 
 
+def forms_rows(limit: int | None = None) -> list[dict]:
+    """The labelled answer-form cases: ``kind``, ``gold`` (text or a number), ``pred``, ``expected``."""
+    rows = _jsonl(FORMS)
+    return rows[:limit] if limit else rows
+
+
+def forms_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str | int | float, bool]]:
+    return [(r["pred"], r["gold"], bool(r["expected"])) for r in forms_rows(limit)]
+
+
 # set name -> (loader, how math-verify sees the gold and the response)
 SETS = {
     "gsm8k": (gsm8k_pairs, "plain"),
@@ -165,19 +181,31 @@ SETS = {
     "math500-delim": (math500_delimited_pairs, "latex"),
     "mixed": (mixed_pairs, "expr"),
     "hendrycks": (hendrycks_pairs, "latex-both"),
+    "forms": (forms_pairs, "latex"),
 }
+NEEDS_DATA = {"gsm8k", "math500", "math500-delim", "mixed", "hendrycks"}     # forms ships with the repo
 
 
 # -- the two verifiers ------------------------------------------------------------------------------
 def run_ours(pairs) -> tuple[list[bool], float]:
     from compass.gym.math_answers.equal import math_equal
     from compass.gym.math_answers.parse import parse_answer
+    from compass.gym.rows import get_scorer, score_fields
+    get_scorer("math")          # loads the verifier registry once, outside the timing (imports are not scoring)
     verdicts = []
     t0 = time.perf_counter()
     for response, gold, _ in pairs:
         parse_answer.cache_clear()
-        verdicts.append(math_equal(response, gold))
+        if isinstance(gold, str):
+            verdicts.append(math_equal(response, gold))
+        else:      # a numeric gold: the row form writes it as text (the spec form takes text only)
+            verdicts.append(bool(score_fields("math", {"response": response, "gold": gold}).get("correct")))
     return verdicts, time.perf_counter() - t0
+
+
+def _gold_text(gold) -> str:
+    from compass.gym.verifiers.math import number_as_text
+    return gold if isinstance(gold, str) else number_as_text(gold)
 
 
 def run_math_verify(pairs, mode: str) -> tuple[list[bool], float]:
@@ -188,6 +216,7 @@ def run_math_verify(pairs, mode: str) -> tuple[list[bool], float]:
     verdicts = []
     t0 = time.perf_counter()
     for response, gold, _ in pairs:
+        gold = _gold_text(gold)
         for cache in caches:
             cache.cache_clear()
         try:
@@ -218,6 +247,18 @@ def evaluate(name: str, pairs, with_math_verify: bool = True) -> dict:
     return res
 
 
+def forms_by_kind(rows: list[dict], res: dict) -> dict:
+    """Agreement of both verifiers with the labels, per kind of answer form (in the file's order)."""
+    out: dict = {}
+    for row, ours, mv in zip(rows, res["ours"], res["mv"]):
+        k = out.setdefault(row["kind"], {"n": 0, "ours": 0, "mv": 0})
+        k["n"] += 1
+        k["ours"] += ours == bool(row["expected"])
+        k["mv"] += mv == bool(row["expected"])
+    return {kind: {"n": k["n"], "ours_agreement": round(k["ours"] / k["n"], 4),
+                   "math_verify_agreement": round(k["mv"] / k["n"], 4)} for kind, k in out.items()}
+
+
 def _agreement(verdicts, labels) -> float:
     return sum(v == lab for v, lab in zip(verdicts, labels)) / max(len(labels), 1)
 
@@ -230,15 +271,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--show", type=int, default=0, help="print up to N disagreements per set")
     args = ap.parse_args(argv)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    if not args.data.is_dir():
-        print(f"error: reference data directory {args.data} is missing; pass --data DIR "
-              f"(it holds gsm8k/, math500/, math_verify_mixed_numbers/, math_hendrycks_equivalence_tests/)",
-              file=sys.stderr)
-        return 2
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     unknown = [s for s in names if s not in SETS]
     if unknown:
         print(f"error: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}", file=sys.stderr)
+        return 2
+    if NEEDS_DATA & set(names) and not args.data.is_dir():
+        print(f"error: reference data directory {args.data} is missing; pass --data DIR "
+              f"(it holds gsm8k/, math500/, math_verify_mixed_numbers/, math_hendrycks_equivalence_tests/)",
+              file=sys.stderr)
         return 2
     from compass.gym.math_answers import sympy_worker
 
@@ -263,6 +304,11 @@ def main(argv: list[str]) -> int:
     for name, r in results.items():
         print(f"{name:<14} {r['n']:>6} {r['ours_agreement']:>11.4f} {r['mv_agreement']:>10.4f} "
               f"{r['ours_pairs_per_s']:>13.0f} {r['mv_pairs_per_s']:>12.0f} {r['speedup']:>7.1f}x")
+    by_kind = forms_by_kind(forms_rows(args.limit), results["forms"]) if "forms" in results else {}
+    if by_kind:
+        print(f"\n{'forms: kind':<22} {'n':>4} {'ours agree':>11} {'m-v agree':>10}")
+        for kind, k in by_kind.items():
+            print(f"{kind:<22} {k['n']:>4} {k['ours_agreement']:>11.4f} {k['math_verify_agreement']:>10.4f}")
     print(f"symbolic (sympy) fallbacks: {sympy_worker.calls['symbolic']}, timed out: {sympy_worker.calls['timeouts']}")
     speedups = {k: results[k]["speedup"] for k in ("gsm8k", "math500") if k in results}
     out = {"bench": "gym-math",
@@ -276,5 +322,7 @@ def main(argv: list[str]) -> int:
                         "ours_pairs_per_s": round(r["ours_pairs_per_s"], 1),
                         "math_verify_pairs_per_s": round(r["mv_pairs_per_s"], 1),
                         "speedup": round(r["speedup"], 2)} for k, r in results.items()}}
+    if by_kind:
+        out["forms_by_kind"] = by_kind
     print(json.dumps(out))
     return 0

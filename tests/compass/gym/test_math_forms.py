@@ -189,3 +189,27 @@ def test_reasons_of_the_spec_and_row_forms():
     assert "reason" not in score_row("math", {"response": "5", "gold": "5"})
     row = score_row("math", {"response": "5", "gold": "11 6/6"})
     assert row["reason"] == "bad_gold" and row["error"]
+
+
+# -- the benchmark's own labelled set --------------------------------------------------------------------------
+def test_forms_set_is_judged_as_labelled_by_kind():
+    from compass.bench import gym_math as bench
+    rows = bench.forms_rows()
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"decimal_comma", "running_text", "labelled", "sets_tuples", "inequalities", "matrices",
+                     "numeric_gold"}
+    for kind in kinds:          # every kind has cases that must be equal and cases that must not
+        assert {r["expected"] for r in rows if r["kind"] == kind} == {True, False}, kind
+    ours, _ = bench.run_ours(bench.forms_pairs(None))
+    wrong = [(r["kind"], r["pred"], r["gold"]) for r, v in zip(rows, ours) if v != r["expected"]]
+    assert wrong == []
+
+
+def test_bench_forms_set_runs_without_reference_data(tmp_path, capsys):
+    import json
+    from compass.bench import gym_math as bench
+    assert bench.main(["--sets", "forms", "--data", str(tmp_path / "absent")]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["sets"]["forms"]["ours_agreement"] == 1.0
+    assert set(out["forms_by_kind"]) >= {"decimal_comma", "matrices"}
+    assert all(k["n"] > 0 for k in out["forms_by_kind"].values())
