@@ -50,9 +50,11 @@ def answers_equal(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, 
 
 def unreadable_gold(gold_text: str) -> bool:
     """A reference that equals nothing: empty, an unclosed box, or a malformed number (``11 6/6``)."""
-    if not gold_text.strip() or ("\\boxed" in gold_text and "{" in gold_text and gold_text.count("{") != gold_text.count("}")):
-        return True
-    return parse_answer(gold_text).invalid
+    return _empty_or_unclosed(gold_text) or parse_answer(gold_text).invalid
+
+
+def _empty_or_unclosed(gold_text: str) -> bool:
+    return not gold_text.strip() or ("\\boxed" in gold_text and gold_text.count("{") != gold_text.count("}"))
 
 
 def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> Verdict:
@@ -61,11 +63,13 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
     if not isinstance(response, str) or not isinstance(gold, str):
         return Verdict(False, "bad_gold" if not isinstance(gold, str) else "no_answer")
     gold = gold_answer(gold)
-    if unreadable_gold(gold):
+    if _empty_or_unclosed(gold):
         return Verdict(False, "bad_gold")
     final = final_answer(response)
     if final and len(final) <= 2 * len(gold) + 20 and text_key(final) == text_key(gold):
         return Verdict(True)               # the reference copied verbatim, even where it is prose
+    if parse_answer(gold).invalid:         # parsed after the verbatim check: most pairs never need it
+        return Verdict(False, "bad_gold")
     candidates = answer_candidates(response)
     if not candidates:
         return Verdict(False, "no_answer")
