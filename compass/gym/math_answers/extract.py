@@ -32,7 +32,7 @@ TAIL_CHARS = 4000
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
 # what may sit between boxes that list one answer: commas, "and", "or", math delimiters, spacing
-_BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}|\b(?:and|or)\b|和|、|или|и|y|et|und)*")
+_BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}|\b(?:and|or|y|et|und|или|и)\b|和|、)*")
 # a matrix environment ending the text ("... is\n\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")
 _END_ENV = re.compile(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}(?=[\s$.\\\]]*$)", re.S)
 _MATH_SEG_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)

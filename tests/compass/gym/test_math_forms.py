@@ -107,6 +107,7 @@ SETS = [
     ("[1,3]", r"\{1,3\}", False), ("(1,4)", r"\{1,3\}", False), ("1, 2", "(1,2)", False),
     (r"\boxed{1}\boxed{3}", r"\boxed{1,2}", False),
     (r"\boxed{1}. Then we check again and find \boxed{2}", "1, 2", False),
+    ("\\boxed{1}\n\n\\boxed{2}", "1, 2", False), (r"\boxed{1} yet \boxed{2}", "1, 2", False),
     ("|z| < 2", r"(-\infty,-2)\cup(2,\infty)", False), ("|z| \\ge 2", r"(-\infty,-2)\cup(2,\infty)", False),
     ("x \\ge 2", r"(2, \infty)", False), ("x > 2", r"(-\infty, 2)", False),
 ]
