@@ -32,7 +32,8 @@ TAIL_CHARS = 4000
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*")
 # what may sit between boxes that list one answer: commas, "and", "or", math delimiters, spacing
-_BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}|\b(?:and|or|y|et|und|или|и)\b|和|、)*")
+_BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)\s*\}"
+                      r"|\b(?:and|or|y|et|und|или|и)\b|和|、)*")
 # a matrix environment ending the text ("... is\n\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")
 _END_ENV = re.compile(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}(?=[\s$.\\\]]*$)", re.S)
 _MATH_SEG_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
@@ -170,7 +171,8 @@ def _readable(x: str) -> bool:
 
 
 def gold_answer(gold: str) -> str:
-    """A reference answer as given: its box (or run of boxes) if boxed, the part after ``####`` in GSM8K style, else itself."""
+    """A reference answer as given: its box (or run of boxes) if boxed, the part after ``####`` in GSM8K
+    style, else itself."""
     run = boxed_run(gold) if "box" in gold else []
     if run:
         return "; ".join(run)

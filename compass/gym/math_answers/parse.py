@@ -53,7 +53,8 @@ _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
 # would be most of the parser's time.
 _REWRITES = [
     (re.compile(r"\\\\+(?=[a-zA-Z])"), "\\\\", ("\\\\",)),           # "\\frac" typed with a doubled backslash
-    (re.compile(r"\\(?:left|right)(?![a-zA-Z])\s*\.?"), "", ("\\left", "\\right")),  # \left( \right] \left. : size hints
+    # \left( \right] \left. : size hints only
+    (re.compile(r"\\(?:left|right)(?![a-zA-Z])\s*\.?"), "", ("\\left", "\\right")),
     (re.compile(r"\\[bB]igg?[lr]?(?![a-zA-Z])|\\displaystyle|\\textstyle"), "", ("\\big", "\\Big", "style")),
     (re.compile(r"\\\$|\$"), " ", ("$",)),                               # math delimiters and currency
     (re.compile(r"\\[\[\]()]"), " ", ("\\",)),                             # \( \) \[ \] display delimiters
@@ -64,7 +65,8 @@ _REWRITES = [
     (re.compile(r"(?<!\\)\\[, ]"), " ", ("\\",)),
     (re.compile(r"\\[dtc]frac"), r"\\frac", ("frac",)),
     (re.compile(r"\\[dt]binom"), r"\\binom", ("binom",)),
-    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), " ", ("circ", "degree")),   # degrees carry no value
+    # degrees carry no value
+    (re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree"), " ", ("circ", "degree")),
     (re.compile(r"\\(?:mathrm|text|textrm|mbox|textnormal)\{\s*(?:degrees?|deg)\s*\}|\bdegrees?\b"), " ", ("deg",)),
     # \frac34, \frac 59, \frac9{19}, \frac{270}7, \sqrt3: one-character arguments get braces
     (re.compile(r"\\(frac|binom)\s*([0-9a-zA-Z])\s*([0-9a-zA-Z])"), r"\\\1{\2}{\3}", ("frac", "binom")),
@@ -195,7 +197,8 @@ def tokenize(s: str) -> list[tuple[str, object]]:
                 else:
                     inner = ""
                 if re.fullmatch(r"[\sA-Za-z']*", inner):
-                    out.extend(_CONNECTIVES.get(w, ("word", w)) for w in inner.split())   # \text{ cm}: words, never variables
+                    # \text{ cm}: words, never variables; \text{ and } a separator
+                    out.extend(_CONNECTIVES.get(w, ("word", w)) for w in inner.split())
                 else:
                     out.extend(tokenize(inner)[:-1])                  # \text{(B)}, \mathrm{5}: read inside
             elif name in _IGNORED_CMDS:
