@@ -2,8 +2,8 @@
 
 A model asked in Spanish writes "La respuesta es 5", in Chinese "答案是 5", in Russian "Ответ: 7". The
 phrases below are the "answer is" of each (en, es, pt, fr, it, de, ru, zh, ja, ko, id, vi, tr, pl, nl);
-``extract`` takes the text after the last one. Only the word for *answer* (or *result* where a language
-says "the final result is") starts an answer: "the solution" or bare numbers do not, as in English.
+``extract`` takes the text after the last one. Only the word for *answer* (and Vietnamese "kết quả",
+result, which is how Vietnamese states one) starts an answer: "the solution" does not, as in English.
 
 ``CLAUSE_END`` is where the stated answer stops: "5 porque 2+3=5" states 5, "7, потому что ..." states 7.
 """
