@@ -21,14 +21,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from compass.gym.math_answers.compare import Comparer
-from compass.gym.math_answers.extract import answer_candidates, extract_final_answer, gold_answer
-from compass.gym.math_answers.numerals import comma_readings
+from compass.gym.math_answers.extract import answer_candidates, extract_final_answer, gold_answer, spread_answer
+from compass.gym.math_answers.numerals import comma_readings, writes_english
 from compass.gym.math_answers.parse import parse_answer, text_key
 from compass.gym.score import final_answer
 
 __all__ = ["math_equal", "judge_math", "answers_equal", "extract_final_answer", "Verdict"]
 
 DEFAULT_TIMEOUT_S = 2.0
+_SEVERAL = ("list", "seq", "set")      # parse-tree kinds whose last element holds their items
 
 
 class Verdict(NamedTuple):
@@ -36,11 +37,13 @@ class Verdict(NamedTuple):
     reason: str | None = None      # "no_answer" (the response states none), "bad_gold" (unreadable gold)
 
 
-def _bare_equal(answer: str, gold_text: str, comparer: Comparer) -> bool:
-    """Two bare answers, the gold already unwrapped: the English reading, then the decimal-comma ones."""
+def _bare_equal(answer: str, gold_text: str, comparer: Comparer, english: bool = False) -> bool:
+    """Two bare answers, the gold already unwrapped: the English reading, then the decimal-comma ones
+    (``english``: the response is written in English, so its ``1,500`` is fifteen hundred)."""
     if comparer.answers(parse_answer(gold_text), parse_answer(answer)):
         return True
-    return any(comparer.answers(parse_answer(g), parse_answer(a)) for g, a in comma_readings(gold_text, answer))
+    return any(comparer.answers(parse_answer(g), parse_answer(a))
+               for g, a in comma_readings(gold_text, answer, english))
 
 
 def answers_equal(answer: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> bool:
@@ -74,7 +77,35 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
     if not candidates:
         return Verdict(False, "no_answer")
     comparer = Comparer(timeout_s, symbolic)
-    return Verdict(any(_bare_equal(c, gold, comparer) for c in candidates))
+    candidates += [m for m in map(_last_member, candidates) if m is not None]
+    # English prose or not matters only for a comma the English reading could not settle: asked lazily
+    english = any("," in c for c in candidates) and writes_english(final)
+    if any(_bare_equal(c, gold, comparer, english) for c in candidates):
+        return Verdict(True)
+    tree = parse_answer(gold).tree
+    if tree is not None and tree[0] in _SEVERAL and len(tree[-1]) >= 2:
+        # a gold of several items may be stated one value at a time: "we get $a = 2$ and $b = 5$"
+        spread = spread_answer(response)
+        if spread is not None and _bare_equal(spread, gold, comparer, english):
+            return Verdict(True)
+    return Verdict(False)
+
+
+def _last_member(answer: str) -> str | None:
+    """The last member of a chain the parser cannot read whole (``S = \\sum_{k=1}^{10}(2k-1) = 10^2 = 100``
+    -> ``100``): the value a worked line ends on counts, as it does for chains that parse."""
+    if "=" not in answer or parse_answer(answer).tree is not None:
+        return None
+    depth, cut = 0, -1
+    for i, c in enumerate(answer):
+        if c in "{([":
+            depth += 1
+        elif c in "})]":
+            depth -= 1
+        elif c == "=" and depth == 0 and answer[i - 1:i] not in ("<", ">", "!", "\\"):
+            cut = i
+    tail = answer[cut + 1:].strip() if cut >= 0 else ""
+    return tail or None
 
 
 def math_equal(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, symbolic: bool = True) -> bool:

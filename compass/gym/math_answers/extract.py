@@ -37,9 +37,11 @@ _BOX_GAP = re.compile(r"(?:[\s,;$]|\\[,;: ]|\\quad|\\qquad|\\text\{\s*(?:and|or)
 # a matrix environment ending the text ("... is\n\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}")
 _END_ENV = re.compile(r"\\begin\{([a-zA-Z]*matrix|array)\}.*?\\end\{\1\}(?=[\s$.\\\]]*$)", re.S)
 _MATH_SEG_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
-# (?<![A-Za-z0-9_.]), not (?<![\w.]): a number right after 是 or Ответ is still a number
+# (?<![A-Za-z0-9_.]), not (?<![\w.]): a number right after 是 or Ответ is still a number;
+# 1.250,50 (dot-grouped thousands, decimal comma) is one number, as 1,250.50 is
 _NUMBER_RE = re.compile(
-    r"(?<![A-Za-z0-9_.])-?\$?\s?(?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
+    r"(?<![A-Za-z0-9_.])-?\$?\s?(?:\d{1,3}(?:\.\d{3})+,\d+(?![\d,])|\d{1,3}(?:,\d{3})+(?![\d,])"
+    r"|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
     r"(?:[ \t]+\d+/\d+(?![\d/]))?"
     r"(?:\s*/\s*\d+(?:\.\d+)?)?\s*(?:\\?%)?|(?<![A-Za-z0-9_.])-?\.\d+\s*(?:\\?%)?")
 _HAS_DIGIT = re.compile(r"\d")
@@ -127,6 +129,38 @@ def answer_candidates(text: str | None) -> list[str]:
         return run
     x = _unboxed_answer(final)
     return [x] if x is not None else []
+
+
+# the end of the sentence before the last one: a period or a line break that is not the text's own end
+_SENTENCE_BREAK = re.compile(r"(?<!\\)[.!?。](?=\s+\S)|\n\s*\n|\n(?=\S)")
+# one stated value: a plain label (x, a, x_1, x_{2}) then "=" then the value, alone in its math segment
+_LABEL_EQ = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=]+$")
+_PLAIN_LABEL_EQ = re.compile(r"(?<![\w\\^_])([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\d/])")
+_BOXED_VALUE = re.compile(r"\\(?:boxed|fbox)\s*\{([^{}]*)\}")
+
+
+def spread_answer(text: str | None) -> str | None:
+    """An answer spread over the last sentence as several stated values: "we get $a = 2$ and $b = 5$",
+    "\\(x_1 = 5\\) and \\(x_2 = -2\\)", "the solutions are x = 1 or x = 3" -> ``a = 2, b = 5`` ...;
+    None when the last sentence states fewer than two. The ``math`` verifier tries it only against a gold
+    with several items, after the single final answer failed."""
+    final = final_answer(text or "")[-600:].rstrip()
+    if not final:
+        return None
+    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
+    sentence = final[breaks[-1]:] if breaks else final
+    values, outside, at = [], [], 0
+    for m in _MATH_SEG_RE.finditer(sentence):
+        outside.append(sentence[at:m.start()])
+        at = m.end()
+        seg = _BOXED_VALUE.sub(r"\1", next(g for g in m.groups() if g is not None)).strip()
+        if _LABEL_EQ.match(seg):
+            values.append((m.start(), seg))
+    outside.append(sentence[at:])
+    plain = " \x00 ".join(outside)           # text between math segments, never joined across one
+    values += [(i, f"{m.group(1)} = {m.group(2)}") for i, m in enumerate(_PLAIN_LABEL_EQ.finditer(plain))
+               if not values]
+    return ", ".join(v for _, v in values) if len(values) >= 2 else None
 
 
 def extract_final_answer(text: str | None) -> str | None:

@@ -8,7 +8,8 @@ readings to try, letting the gold's form decide where the answer's own form cann
 
 - ``1,234`` and ``12,345,678`` (a comma then exactly three digits, in a number starting 1-9) look
   English: thousands. They are read as decimal commas only when the gold writes a decimal point
-  (gold ``1.234``) or a decimal comma of its own (gold ``2,5``).
+  (gold ``1.234``) or a decimal comma of its own (gold ``2,5``), and the response is not English
+  prose ("so the answer is 1,500" against a gold ``1.5`` is fifteen hundred, a wrong answer).
 - ``1,22``, ``1000,99``, ``3,14159`` (1-2 or 4+ digits after the comma), ``0,125`` (a lone zero before
   it), ``1.234,5`` / ``1 234,5`` (dot- or space-grouped thousands before it) can only be decimal
   commas if they are one number: they get both readings, the list one and the decimal one.
@@ -65,12 +66,23 @@ def writes_decimal_point(text: str) -> bool:
     return bool(_DECIMAL_POINT.search(text)) and not _DIGIT_COMMA.search(_plain(text))
 
 
-def comma_readings(gold: str, answer: str) -> list[tuple[str, str]]:
+# English words a response in another language does not use; two different ones mark English prose
+_ENGLISH_WORDS = re.compile(r"\b(the|is|are|so|thus|therefore|answer|we|of|and|which|gives|total|hence|get)\b",
+                            re.I)
+
+
+def writes_english(text: str) -> bool:
+    """Whether ``text`` is English prose (two different common English words): its ``1,500`` is 1500."""
+    return len({w.lower() for w in _ENGLISH_WORDS.findall(text[-2000:])}) >= 2
+
+
+def comma_readings(gold: str, answer: str, english: bool = False) -> list[tuple[str, str]]:
     """Further (gold, answer) text pairs to compare after the English reading of both failed.
 
     The gold gets a decimal-comma reading only where its comma cannot be English thousands; the answer
     gets one where its comma cannot be, or where the gold's form (a decimal point or a decimal comma)
-    says the writer's convention is the decimal one."""
+    says the writer's convention is the decimal one, unless the response is English prose
+    (``english``), where ``1,500`` is fifteen hundred whatever the gold."""
     if "," not in gold and "," not in answer:
         return []
     gold_alt = decimal_comma_reading(gold)
@@ -78,7 +90,7 @@ def comma_readings(gold: str, answer: str) -> list[tuple[str, str]]:
         gold_alt = None
     answer_alt = decimal_comma_reading(answer)
     if answer_alt is not None and only_english_thousands(answer):
-        if gold_alt is None and not writes_decimal_point(gold):
+        if english or (gold_alt is None and not writes_decimal_point(gold)):
             answer_alt = None
     pairs = []
     if answer_alt is not None:

@@ -5,6 +5,7 @@
   ratio of labels ``S_a:S_b`` or ``\\frac{S_a}{S_b}``.
 - ``label = value`` states ``value``; a group of distinct labels (``AB=4, CD=5``, ``(p,q)=(3,2)``)
   states its values in the order written, so it equals the bare ``4, 5`` and ``(3,2)`` but not ``5, 4``.
+  Indexed copies of one unknown (``x_1 = 5, x_2 = -2``) are its solutions, in no particular order.
 - A chain ``x = 5+5+1 = 7 = 11`` states its last member: the value a worked line ends on counts, not
   the steps (which may be wrong along the way). So does a computation ``2+3 = 5`` with no variable.
 """
@@ -81,9 +82,15 @@ def labelled_values(t) -> tuple[tuple, tuple] | None:
             return None
         labels.append(item[2])
         values.append(item[3])
-    if len(set(labels)) != len(labels):
+    if len(set(labels)) != len(labels) or _indexed_copies(labels):
         return None
     return tuple(labels), tuple(values)
+
+
+def _indexed_copies(labels: list) -> bool:
+    """``x_1, x_2``: the indexed solutions of one unknown (roots listed in any order), not distinct things."""
+    bases = {lab[1].split("_", 1)[0] for lab in labels if lab[0] == "sym" and "_" in lab[1]}
+    return len(labels) > 1 and len(bases) == 1 and all(lab[0] == "sym" and "_" in lab[1] for lab in labels)
 
 
 def drop_leading_label(items: tuple) -> tuple:

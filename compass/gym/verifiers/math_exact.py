@@ -15,8 +15,8 @@ from fractions import Fraction
 
 from compass.gym.math_answers.extract import last_boxed
 from compass.gym.registry import Verifier, register_verifier
-from compass.gym.rows import response_of
-from compass.gym.score import final_answer
+from compass.gym.rows import RowError, response_of
+from compass.gym.score import Reward, final_answer
 from compass.gym.verifiers.math import gold_text
 
 _NUM = r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+(?:\.\d+)?)?|[-+]?\.\d+"
@@ -58,19 +58,31 @@ def parse_number(text: str) -> Fraction | None:
     return _to_fraction(found[-1]) if found else None
 
 
-def numbers_equal(response: str, reference: str) -> bool:
+def judge_numbers(response: str, reference: str) -> Reward:
+    """1.0 when the final answer's number equals the reference's; 0.0 with ``bad_gold`` when the reference
+    states no number, with ``no_answer`` when the response states none."""
     ref = parse_number(reference)
+    if ref is None:
+        return Reward(0.0, "bad_gold")
     got = parse_number(final_answer(response))
-    return ref is not None and got is not None and got == ref
+    if got is None:
+        return Reward(0.0, "no_answer")
+    return Reward(1.0 if got == ref else 0.0)
 
 
-def score_spec(spec: dict, response: str, reference: str) -> float:
-    return 1.0 if numbers_equal(response, reference) else 0.0
+def numbers_equal(response: str, reference: str) -> bool:
+    return judge_numbers(response, reference).score == 1.0
+
+
+def score_spec(spec: dict, response: str, reference: str) -> Reward:
+    return judge_numbers(response, reference)
 
 
 def score_row(row: dict) -> dict:
-    ok = numbers_equal(response_of(row), gold_text(row))
-    return {"correct": ok, "score": 1.0 if ok else 0.0}
+    out = judge_numbers(response_of(row), gold_text(row))
+    if out.reason == "bad_gold":
+        raise RowError("gold states no number", "bad_gold")
+    return {"correct": out.score == 1.0, "score": out.score, **({"reason": out.reason} if out.reason else {})}
 
 
 VERIFIER = register_verifier(Verifier("math_exact", spec=score_spec, row=score_row, defaults={"correct": False}))

@@ -193,6 +193,37 @@ def test_reasons_of_the_spec_and_row_forms():
 
 
 # -- the benchmark's own labelled set --------------------------------------------------------------------------
+# -- what the held-out set's first run found missing (tests of our own cases, not the set's) -----------------
+SPREAD = [
+    ("Hence $m = 3$ and $n = 7$.", "m = 3, n = 7", True),
+    ("Hence $m = 3$ and $n = 7$.", "m = 7, n = 3", False),
+    ("The two roots are \\(x_1 = -4\\) and \\(x_2 = 1\\).", "1, -4", True),
+    ("The two roots are \\(x_1 = -4\\) and \\(x_2 = 2\\).", "1, -4", False),
+    ("So $p = \\boxed{4}$ and $q = \\boxed{9}$.", "(4, 9)", True),
+    ("So $p = \\boxed{4}$ and $q = \\boxed{9}$.", "(9, 4)", False),
+    ("After simplifying, t = 2 or t = -6.", "-6, 2", True),
+    # only the last sentence states the answer: an earlier pair is working, not the answer
+    ("First $x = 1$ and $y = 2$.\nFinally $x = 3$.", "1, 2", False),
+]
+
+
+@pytest.mark.parametrize("response,gold,expected", SPREAD)
+def test_answers_stated_one_value_at_a_time(response, gold, expected):
+    _check(response, gold, expected)
+
+
+@pytest.mark.parametrize("response,gold,expected", [
+    ("Insgesamt kostet es also 2.400,75 Euro.", "2400.75", True),
+    ("Insgesamt kostet es also 2.400,75 Euro.", "240075", False),
+    ("So the total is 1,500 grams, and the answer is 1,500.", "1.5", False),   # English prose: fifteen hundred
+    ("El resultado es 1,500.", "1.5", True),                                   # not English: a decimal comma
+    ("Thus $P = \\prod_{i=1}^{3} i = 3! = 6$.", "6", True),                    # a chain the parser cannot read
+    ("Thus $P = \\prod_{i=1}^{3} i = 3! = 6$.", "3", False),
+])
+def test_grouped_decimal_commas_english_thousands_and_unreadable_chains(response, gold, expected):
+    _check(response, gold, expected)
+
+
 def test_forms_set_is_judged_as_labelled_by_kind():
     from compass.bench import gym_math as bench
     rows = bench.forms_rows()
@@ -214,3 +245,13 @@ def test_bench_forms_set_runs_without_reference_data(tmp_path, capsys):
     assert out["sets"]["forms"]["ours_agreement"] == 1.0
     assert set(out["forms_by_kind"]) >= {"decimal_comma", "matrices"}
     assert all(k["n"] > 0 for k in out["forms_by_kind"].values())
+
+
+def test_the_held_out_set_stays_judged_as_labelled():
+    """The set written blind to this code (compass/bench/data/math_forms_heldout.jsonl): 0.9547 at first
+    contact, 0.9918 after the fixes it showed (docs/benchmarks.md); this guards against going back."""
+    from compass.bench import gym_math as bench
+    pairs = bench.heldout_pairs(None)
+    ours, _ = bench.run_ours(pairs)
+    agree = sum(o == lab for o, (_, _, lab) in zip(ours, pairs)) / len(pairs)
+    assert len(pairs) == 243 and agree >= 0.99, agree
