@@ -49,6 +49,34 @@ class TrainerConfig(StrictModel):
                                                    "old-log-prob recompute and the update")
 
 
+class PrefilterConfig(StrictModel):
+    """Zero-variance elimination before rollout (paper §2.4.1): skip prompts predicted all-pass or all-fail
+    from the grader's pass rate and the policy's own history (compass.rl.prompt_beliefs)."""
+    prior_weight: float = Field(4.0, ge=0, description="the grader's pass rate counts as this many samples")
+    forget: float = Field(0.5, ge=0, le=1, description="weight left on a prompt's older evidence after each of "
+                                                       "its groups (the policy moves)")
+    min_zero_variance: float = Field(0.6, gt=0, le=1, description="skip only prompts whose group is predicted "
+                                                                  "zero-variance at least this likely")
+    max_skip: float = Field(0.9, gt=0, lt=1, description="most likely a skip can be")
+    decay: float = Field(0.5, ge=0, lt=1, description="each skip in a row multiplies the next skip's chance by "
+                                                      "this: a skipped prompt comes back to be measured")
+    max_draws: float = Field(4.0, ge=1, description="draw at most this many prompts per wanted group")
+
+
+class GroupSizeConfig(StrictModel):
+    """Group size N chosen from measurement (paper §2.4.1, Fig. 3): the smallest candidate whose expected
+    |advantage| per generated sample is within ``tol`` of the best candidate's (compass.rl.zero_variance)."""
+    candidates: list[int] = Field(default_factory=lambda: [2, 4, 8, 16], min_length=1)
+    tol: float = Field(0.1, ge=0, lt=1, description="accept this much less signal per token for fewer samples")
+    every: int = Field(1, ge=1, description="re-estimate N every this many steps, as the policy moves")
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        if min(self.candidates) < 2:
+            raise ValueError("sampling.auto_group_size.candidates: a group needs at least 2 samples")
+        return self
+
+
 class SamplingConfig(StrictModel):
     """Which prompts each step draws, how many samples each, and which groups reach the update."""
     prompts_per_step: int = Field(8, ge=1, description="GRPO groups per step")
@@ -62,6 +90,10 @@ class SamplingConfig(StrictModel):
                                                    "full marks (reward 1)")
     pass_rate_filter: tuple[float, float] | None = Field(
         None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
+    prefilter: PrefilterConfig | None = Field(None, description="skip prompts predicted zero-variance before "
+                                                                "rollout, from pass rates and history (off: None)")
+    auto_group_size: GroupSizeConfig | None = Field(None, description="choose N from measured pass rates instead "
+                                                                      "of group_size (off: None)")
 
 
 class RewardConfig(StrictModel):

@@ -37,11 +37,12 @@ from compass.rl.batch import TrainBatch
 from compass.rl.config import RLConfig
 from compass.rl.data import PromptSampler, RLPrompt
 from compass.rl.metrics_log import MetricsLog
+from compass.rl.prompt_beliefs import PromptBeliefs
 from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
 from compass.rl.rollout import RolloutBackend, SamplingParams, get_rollout_backend
 from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
-                                     reward_audit, routing_metrics, step_row)
+                                     reward_audit, routing_metrics, step_row, zero_variance_tokens)
 from compass.rl.trainer import TrainerBackend, get_trainer_backend
 
 __all__ = ["PromptStats", "rollouts_table", "train", "RLResult", "compute_advantages"]
@@ -229,6 +230,13 @@ class _Loop:
         self.log, self.desc, self.metrics, self.state_dir, self.on_step = log, desc, metrics_log, state_dir, on_step
         self.sampler = PromptSampler(prompts, cfg.seed)
         self.stats = PromptStats(cfg.reward.pass_threshold)
+        sp = cfg.sampling
+        # beliefs over each prompt's pass rate drive the pre-rollout skip and the measured group size
+        self.beliefs = (PromptBeliefs(prompts, prior_weight=(sp.prefilter.prior_weight if sp.prefilter else 4.0),
+                                      forget=(sp.prefilter.forget if sp.prefilter else 0.5),
+                                      pass_threshold=cfg.reward.pass_threshold, seed=cfg.seed)
+                        if sp.prefilter or sp.auto_group_size else None)
+        self.group_size = sp.group_size
         self.rollouts: list[dict] = []
         self.prefix_cache: dict[str, list[int]] = {}
         self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
@@ -248,6 +256,9 @@ class _Loop:
         self.trainer.load_state_dict(state["trainer"])
         self.sampler.load_state(state["sampler"])
         self.stats.load_state(state["stats"])
+        if self.beliefs is not None:
+            self.beliefs.load_state(state["beliefs"])
+        self.group_size = state.get("group_size", self.group_size)
         self.rollouts = state["rollouts"]
         self.metrics.restore(state["metrics"])
         self.rollout_tokens = state["rollout_tokens"]
@@ -259,6 +270,8 @@ class _Loop:
     def save(self, next_step: int) -> None:
         save_state(self.state_dir, {"step": next_step, "trainer": self.trainer.state_dict(),
                                     "sampler": self.sampler.state(), "stats": self.stats.state(),
+                                    "beliefs": self.beliefs.state() if self.beliefs is not None else None,
+                                    "group_size": self.group_size,
                                     "rollouts": self.rollouts, "metrics": self.metrics.rows,
                                     "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state()})
 
@@ -278,6 +291,7 @@ class _Loop:
         """Rollout and score, old log-probs, advantages, update, sync; returns the step's metrics row."""
         timing = dict.fromkeys(PHASES, 0.0)
         t_start = time.perf_counter()
+        self.choose_group_size(step)
         drawn = self.rollout_and_score(step, timing)
         self.rollout_tokens += drawn.counts["tokens_generated"]
         measured: dict = {}
@@ -301,7 +315,9 @@ class _Loop:
     def rollout_and_score(self, step: int, timing: dict) -> Drawn:
         """Rollout + reward, with DAPO dynamic sampling rounds when configured (every round is paid for)."""
         cfg, sp = self.cfg, self.cfg.sampling
-        kept = Drawn([], [], torch.zeros((0, sp.group_size)), {
+        n = self.group_size
+        kept = Drawn([], [], torch.zeros((0, n)), {
+            "group_size": n, "prompts_skipped": 0, "tokens_all_pass": 0, "tokens_all_fail": 0,
             "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
             "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0, "reasons": {},
             "all_fail_verifier_fault": 0, "verifier_fault_samples": 0})
@@ -309,12 +325,13 @@ class _Loop:
         counts = kept.counts
         need = sp.prompts_per_step
         while need > 0 and counts["rounds"] < (sp.dynamic_max_rounds if sp.dynamic else 1):
-            batch_prompts = self.sampler.take(need)
+            batch_prompts, skipped = self.draw(need)
+            counts["prompts_skipped"] += skipped
             t0 = time.perf_counter()
             sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                       seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
             groups, rewards, reasons, failures, scoring_s = _rollout_and_score(
-                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], sp.group_size, sampling,
+                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], n, sampling,
                 self.score_fn, self.service)
             timing["rollout"] += time.perf_counter() - t0 - scoring_s
             timing["reward"] += scoring_s
@@ -331,11 +348,61 @@ class _Loop:
                 counts["reasons"][code] = counts["reasons"].get(code, 0) + n
             counts["all_fail_verifier_fault"] += audit["all_fail_verifier_fault"]
             counts["verifier_fault_samples"] += audit["verifier_fault_samples"]
+            for k, v in zero_variance_tokens(rewards, [[len(c.ids) for c in g] for g in groups],
+                                             cfg.reward.pass_threshold).items():
+                counts[k] += v
             self.sort_round(step, batch_prompts, groups, rewards, reasons, kept, rows)
             need = sp.prompts_per_step - len(kept.prompts) if sp.dynamic else 0
         if rows:
             kept.rewards = torch.stack(rows)
         return kept
+
+    def draw(self, need: int) -> tuple[list[RLPrompt], int]:
+        """The next ``need`` prompts to generate, and how many were skipped before rollout (no tokens spent on
+        them) because their group was predicted zero-variance (``sampling.prefilter``)."""
+        pf = self.cfg.sampling.prefilter
+        if pf is None:
+            return self.sampler.take(need), 0
+        kept: list[RLPrompt] = []
+        seen: set[str] = set()
+        skipped, drawn, cap = 0, 0, max(need, int(pf.max_draws * need))
+        last = None
+        while len(kept) < need and drawn < cap:
+            batch = self.sampler.take(min(need - len(kept), cap - drawn))
+            if not batch:
+                break
+            drawn += len(batch)
+            for p in batch:
+                last = p
+                if p.id in seen:                  # an epoch boundary between draws: never twice in one step
+                    continue
+                if self.beliefs.should_skip(p.id, self.group_size, min_zero_variance=pf.min_zero_variance,
+                                            max_skip=pf.max_skip, decay=pf.decay):
+                    skipped += 1
+                    continue
+                seen.add(p.id)
+                kept.append(p)
+        if not kept and last is not None:          # everything skipped: measure the last one rather than nothing
+            kept, skipped = [last], skipped - 1
+        return kept, skipped
+
+    def choose_group_size(self, step: int) -> None:
+        """Re-estimate N from the beliefs every ``auto_group_size.every`` steps (``compass.rl.zero_variance``)."""
+        auto = self.cfg.sampling.auto_group_size
+        if auto is None or (step - self.start) % auto.every:
+            return
+        active = [p.id for i, p in enumerate(self.sampler.prompts) if i not in self.sampler.retired]
+        n, rows = self.beliefs.group_size(active, auto.candidates, auto.tol)
+        if n != self.group_size or step == self.start:
+            best = max(rows, key=lambda r: r["abs_adv_per_sample"])
+            row = next(r for r in rows if r["n"] == n)
+            self.log.info("%s step %d: group size N=%d (was %d): predicted zero-variance %.2f, pass@N %.2f, "
+                          "|A| per sample %.3f = %.0f%% of the best candidate's (N=%d, %.3f); %s", self.desc, step,
+                          n, self.group_size, row["zero_variance"], row["pass_at_n"], row["abs_adv_per_sample"],
+                          100 * row["abs_adv_per_sample"] / max(best["abs_adv_per_sample"], 1e-12), best["n"],
+                          best["abs_adv_per_sample"],
+                          ", ".join(f"N={r['n']}: zv {r['zero_variance']:.2f}" for r in rows))
+        self.group_size = n
 
     def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, reasons: list, kept: Drawn,
                    rows: list) -> None:
@@ -345,6 +412,8 @@ class _Loop:
         zv = zero_variance_groups(rewards)
         for gi, (p, g) in enumerate(zip(prompts, groups)):
             self.stats.add(p, rewards[gi].tolist())
+            if self.beliefs is not None:
+                self.beliefs.observe(p.id, rewards[gi].tolist())
             # solved = every sample got full marks (a shared partial-credit score is not a solve)
             if sp.retire_solved and bool(zv[gi]) and float(rewards[gi, 0]) >= 1.0:
                 self.sampler.retire(p.id, keep_at_least=sp.prompts_per_step)

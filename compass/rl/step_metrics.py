@@ -27,6 +27,18 @@ def group_stats(rewards: torch.Tensor, pass_threshold: float) -> dict[str, int]:
             "all_pass": int((zv & passed).sum()), "all_fail": int((zv & ~passed).sum())}
 
 
+def zero_variance_tokens(rewards: torch.Tensor, lengths: list[list[int]], pass_threshold: float) -> dict[str, int]:
+    """Generated tokens in all-pass and all-fail zero-variance groups, from ``[G, N]`` rewards and ``[G][N]``
+    completion lengths: the waste counted in tokens, not only in groups."""
+    if rewards.numel() == 0:
+        return {"tokens_all_pass": 0, "tokens_all_fail": 0}
+    zv = zero_variance_groups(rewards)
+    passed = rewards[:, 0] > pass_threshold
+    per_group = [sum(x) for x in lengths]
+    return {"tokens_all_pass": sum(t for t, z, ok in zip(per_group, zv.tolist(), passed.tolist()) if z and ok),
+            "tokens_all_fail": sum(t for t, z, ok in zip(per_group, zv.tolist(), passed.tolist()) if z and not ok)}
+
+
 def reward_audit(rewards: torch.Tensor, reasons: list[list], pass_threshold: float) -> dict:
     """Why the rewards of ``[G, N]`` groups are what they are, from the verifiers' reason codes ``[G][N]``
     (``compass.gym.reasons``; None where a verifier gave none).
@@ -129,6 +141,12 @@ def step_row(step: int, *, measured: dict, update: dict[str, float], counts: dic
         "zero_variance_all_pass": counts["all_pass"], "zero_variance_all_fail": counts["all_fail"],
         "zero_variance_all_pass_rate": counts["all_pass"] / gen,
         "zero_variance_all_fail_rate": counts["all_fail"] / gen,
+        # the same waste in tokens, and what is left: tokens of groups with reward spread per generated token
+        "zero_variance_token_share_all_pass": counts.get("tokens_all_pass", 0) / max(tokens, 1),
+        "zero_variance_token_share_all_fail": counts.get("tokens_all_fail", 0) / max(tokens, 1),
+        "informative_token_share": (1.0 - (counts.get("tokens_all_pass", 0) + counts.get("tokens_all_fail", 0))
+                                    / tokens) if tokens else 0.0,
+        "group_size": counts.get("group_size", 0), "prompts_skipped": counts.get("prompts_skipped", 0),
         "tokens": tokens, "rollout_tokens_total": rollout_tokens_total,
         "response_len_mean": tokens / max(samples, 1),
         "tokens_per_s": tokens / step_s if step_s > 0 else 0.0,

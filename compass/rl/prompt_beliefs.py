@@ -1,0 +1,53 @@
+"""What the run believes about each prompt's pass rate, and the pre-rollout skip and group size it drives.
+
+One Beta belief per prompt (``compass.rl.zero_variance``): the grader's pass rate as the prior, the
+policy's own groups as evidence (older groups forgotten by ``forget``). Before rollout a prompt whose
+group is predicted zero-variance may be skipped (it costs nothing: it is not generated); each skip in a
+row halves the next chance (``decay``), so every prompt comes back to be measured.
+"""
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from compass.rl.data import RLPrompt
+from compass.rl.zero_variance import (Belief, choose_group_size, prior_belief, skip_probability, update_belief,
+                                      zero_variance_prob)
+
+
+class PromptBeliefs:
+    def __init__(self, prompts: Sequence[RLPrompt], *, prior_weight: float, forget: float, pass_threshold: float,
+                 seed: int):
+        self.prior_weight, self.forget, self.pass_threshold = prior_weight, forget, pass_threshold
+        self.beliefs: dict[str, Belief] = {p.id: prior_belief(p.pass_rate, prior_weight) for p in prompts}
+        self.skips_in_a_row: dict[str, int] = {}
+        self.rng = random.Random(seed * 7919 + 13)
+
+    def observe(self, prompt_id: str, rewards: Sequence[float]) -> None:
+        """A generated group of ``prompt_id``: its passes and fails update the belief; its skip run ends."""
+        passes = sum(r > self.pass_threshold for r in rewards)
+        self.beliefs[prompt_id] = update_belief(self.beliefs[prompt_id], passes, len(rewards) - passes, self.forget)
+        self.skips_in_a_row.pop(prompt_id, None)
+
+    def p_zero_variance(self, prompt_id: str, n: int) -> float:
+        return zero_variance_prob(self.beliefs[prompt_id], n)
+
+    def should_skip(self, prompt_id: str, n: int, *, min_zero_variance: float, max_skip: float,
+                    decay: float) -> bool:
+        """Draw whether to skip the prompt this time (``skip_probability``); a skip is remembered."""
+        q = skip_probability(self.p_zero_variance(prompt_id, n), self.skips_in_a_row.get(prompt_id, 0),
+                             min_zero_variance, max_skip, decay)
+        if q > 0 and self.rng.random() < q:
+            self.skips_in_a_row[prompt_id] = self.skips_in_a_row.get(prompt_id, 0) + 1
+            return True
+        return False
+
+    def group_size(self, prompt_ids: Sequence[str], candidates: Sequence[int], tol: float) -> tuple[int, list[dict]]:
+        return choose_group_size([self.beliefs[i] for i in prompt_ids], candidates, tol)
+
+    def state(self) -> dict:
+        return {"beliefs": dict(self.beliefs), "skips": dict(self.skips_in_a_row), "rng": self.rng.getstate()}
+
+    def load_state(self, state: dict) -> None:
+        self.beliefs, self.skips_in_a_row = dict(state["beliefs"]), dict(state["skips"])
+        self.rng.setstate(state["rng"])
