@@ -364,27 +364,28 @@ class _Loop:
         if pf is None:
             return self.sampler.take(need), 0
         kept: list[RLPrompt] = []
+        skipped: list[RLPrompt] = []
         seen: set[str] = set()
-        skipped, drawn, cap = 0, 0, max(need, int(pf.max_draws * need))
-        last = None
+        drawn, cap = 0, max(need, int(pf.max_draws * need))
         while len(kept) < need and drawn < cap:
             batch = self.sampler.take(min(need - len(kept), cap - drawn))
             if not batch:
                 break
             drawn += len(batch)
             for p in batch:
-                last = p
                 if p.id in seen:                  # an epoch boundary between draws: never twice in one step
                     continue
                 if self.beliefs.should_skip(p.id, self.group_size, min_zero_variance=pf.min_zero_variance,
                                             max_skip=pf.max_skip, decay=pf.decay):
-                    skipped += 1
+                    skipped.append(p)
                     continue
                 seen.add(p.id)
                 kept.append(p)
-        if not kept and last is not None:          # everything skipped: measure the last one rather than nothing
-            kept, skipped = [last], skipped - 1
-        return kept, skipped
+        if not kept and skipped:                   # everything skipped: measure the last one rather than nothing
+            kept.append(skipped.pop())
+        for p in skipped:
+            self.stats.skipped(p)
+        return kept, len(skipped)
 
     def choose_group_size(self, step: int) -> None:
         """Re-estimate N from the beliefs every ``auto_group_size.every`` steps (``compass.rl.zero_variance``)."""

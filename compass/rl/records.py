@@ -11,21 +11,29 @@ from compass.rl.data import RLPrompt
 
 @dataclass
 class PromptStats:
-    """What RL measured per prompt over the whole run (the carryover filter reads it)."""
+    """What RL measured per prompt over the whole run (the carryover filter reads it): samples, pass rate,
+    groups, and how often the pre-rollout filter skipped it (a prompt only ever skipped has no row)."""
     pass_threshold: float
     _rows: dict[str, dict] = field(default_factory=dict)
+    _skips: dict[str, int] = field(default_factory=dict)   # pre-rollout skips per prompt (sampling.prefilter)
+
+    def skipped(self, prompt: RLPrompt) -> None:
+        self._skips[prompt.id] = self._skips.get(prompt.id, 0) + 1
 
     def add(self, prompt: RLPrompt, rewards: Sequence[float]) -> None:
         row = self._rows.setdefault(prompt.id, {"prompt": prompt, "rewards": [], "groups": 0})
         row["rewards"].extend(float(r) for r in rewards)
         row["groups"] += 1
 
-    def state(self) -> dict[str, dict]:
-        """What a resumed run needs (:meth:`load_state`): per prompt id, the prompt, its rewards and group count."""
-        return self._rows
+    def state(self) -> dict:
+        """What a resumed run needs (:meth:`load_state`): per prompt id, the prompt, its rewards and group
+        count; and the skips."""
+        return {"rows": self._rows, "skips": self._skips}
 
-    def load_state(self, state: dict[str, dict]) -> None:
-        self._rows = state
+    def load_state(self, state: dict) -> None:
+        if "rows" not in state:           # a state saved before skips were recorded
+            state = {"rows": state, "skips": {}}
+        self._rows, self._skips = state["rows"], dict(state["skips"])
 
     def rows(self) -> list[dict]:
         out = []
@@ -34,7 +42,7 @@ class PromptStats:
             out.append({"prompt_id": pid, "domain": row["prompt"].domain, "task": row["prompt"].task,
                         "n_samples": len(r), "pass_rate": sum(x > self.pass_threshold for x in r) / len(r),
                         "mean_reward": sum(r) / len(r), "zero_variance": max(r) == min(r),
-                        "n_groups": row["groups"]})
+                        "n_groups": row["groups"], "n_skipped": self._skips.get(pid, 0)})
         return sorted(out, key=lambda x: x["prompt_id"])
 
     def table(self) -> pa.Table:
@@ -48,6 +56,7 @@ class PromptStats:
             "mean_reward": pa.array([r["mean_reward"] for r in rows], pa.float64()),
             "zero_variance": pa.array([r["zero_variance"] for r in rows], pa.bool_()),
             "n_groups": pa.array([r["n_groups"] for r in rows], pa.int32()),
+            "n_skipped": pa.array([r["n_skipped"] for r in rows], pa.int32()),
         })
 
 

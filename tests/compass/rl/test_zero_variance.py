@@ -137,3 +137,28 @@ def test_engine_prefilter_and_auto_group_size(monkeypatch):
     assert {"M0", "M1", "M2"} <= generated
     mixed_share = sum(r["prompt_id"].startswith("M") for r in res.rollouts) / len(res.rollouts)
     assert mixed_share > 1 / 3                          # more of the budget went to prompts with signal
+
+
+def test_prefilter_state_resumes_exactly(tmp_path, monkeypatch):
+    """Beliefs, skip runs, their RNG and the chosen N are part of the RL state: a run stopped after 2 steps
+    and resumed for 2 more matches 4 uninterrupted steps."""
+    from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+    from compass.rl.config import RLConfig
+    from compass.rl.engine import train
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    tok = build_tokenizer("")
+    prompts = ([RLPrompt(f"P{i}", f"{i}+1=?", "pass", V, "math", "a", pass_rate=1.0) for i in range(2)]
+               + [RLPrompt(f"M{i}", f"{i}+3=?", "mixed", V, "math", "a", pass_rate=0.5) for i in range(2)])
+
+    def cfg(steps):
+        return RLConfig(steps=steps, checkpoint_every=2, rollout={"max_new_tokens": 4},
+                        sampling={"prompts_per_step": 2, "group_size": 2, "prefilter": {},
+                                  "auto_group_size": {"candidates": [2, 4]}})
+    whole = train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg(4), score_fn=planted())
+    train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg(2), score_fn=planted(), state_dir=tmp_path)
+    resumed = train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg(4), score_fn=planted(),
+                    state_dir=tmp_path)
+    keys = ("prompts_skipped", "group_size", "tokens", "reward_mean")
+    assert [{k: m[k] for k in keys} for m in resumed.metrics] == [{k: m[k] for k in keys} for m in whole.metrics]
+    table = resumed.prompt_stats.table().to_pylist()
+    assert sum(r["n_skipped"] for r in table) <= sum(m["prompts_skipped"] for m in resumed.metrics)
