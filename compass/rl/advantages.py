@@ -103,32 +103,38 @@ def rl_zvp(rewards: torch.Tensor, mask: torch.Tensor, *, entropy: torch.Tensor |
     """RL-ZVP (Le et al. 2025, arXiv 2509.21880, eq. 5): GRPO on groups with reward spread, and
     entropy-guided token advantages on zero-variance groups instead of zeros.
 
-    ``rewards`` ``[G, N]``; ``entropy`` ``[G*N, T]`` (the policy's entropy over the
-    vocabulary at each completion token; treated as a constant) and ``mask``
-    ``[G*N, T]`` (1 on completion tokens), completions in group-major order.
-    Returns ``[G*N, T]`` token advantages (0 off the mask):
+    ``rewards`` ``[G, N]``; ``entropy`` ``[G*N, T]`` (the policy's entropy over the vocabulary at each
+    completion token, treated as a constant: the paper's footnote 3) and ``mask`` ``[G*N, T]`` (1 on
+    completion tokens), completions in group-major order. Returns ``[G*N, T]`` token advantages, 0 off the mask:
 
-    - group with spread: ``A[i, t] = grpo(r)[i]`` on every token;
-    - zero-variance, all passed (common reward > ``pass_threshold``):
-      ``A[i, t] = α · H[i, t]``: reinforce, most where the policy was unsure;
-    - zero-variance, all failed: ``A[i, t] = -α · (max_k H[i, k] - H[i, t])``, max over
-      the completion's own tokens: penalise, most where the policy was confident.
+    - group with spread: ``A[i, t] = grpo(r)[i]`` on every token (eq. 1; eq. 6's "otherwise" branch);
+    - zero-variance, all passed: ``A[i, t] = α · H[i, t]``: reinforce, most where the policy was unsure;
+    - zero-variance, all failed: ``A[i, t] = -α · (max_{k ≤ |o_i|} H[i, k] - H[i, t])``, the max over the
+      completion's own tokens (eq. 5's ``max_{k=1}^{|o_i|}``): penalise, most where the policy was confident;
+      the completion's most uncertain token gets 0.
+
+    The paper splits zero-variance groups by ``R_i > 0`` with binary rewards {0, 1}; here a group passed
+    when its common reward is above ``pass_threshold`` (the same split for binary rewards and any threshold
+    in [0, 1); ``pass_threshold=0`` is the paper's test for any reward). ``α`` = 0.1 is the paper's best
+    (Table 3, with 0.2 close), tuned where the top 20% of tokens by entropy held 2-10 nats (§4.3);
+    docs/rl.md carries it to this project's entropy scale.
     """
     _check_rewards("rl_zvp", rewards)
     G, N = rewards.shape
     if entropy is None or entropy.dim() != 2 or entropy.shape != mask.shape or entropy.size(0) != G * N:
         raise ValueError(f"rl_zvp: entropy and mask must both be [G*N={G * N}, T]; got entropy "
                          f"{None if entropy is None else tuple(entropy.shape)}, mask {tuple(mask.shape)}")
-    m = mask.to(torch.float32)
-    h = entropy.detach().float() * m                                            # [B, T]
-    seq = group_normalized(rewards.float(), eps).reshape(-1, 1).expand_as(h)    # [B, T]
-    zv = zero_variance_groups(rewards).repeat_interleave(N)                     # [B]
-    passed = (rewards[:, 0] > pass_threshold).repeat_interleave(N)             # [B]
-    h_max = h.amax(dim=1, keepdim=True)                                         # entropy >= 0, so pads (0) never win
-    zvp_pos = alpha * h
-    zvp_neg = -alpha * (h_max - h)
+    valid = mask.bool()
+    h = entropy.detach().float().masked_fill(~valid, 0.0)                   # [B, T]; H detached (footnote 3)
+    seq = group_normalized(rewards.float(), eps).reshape(-1, 1).expand_as(h)    # [B, T]  eq. 1 (mixed groups)
+    zv = zero_variance_groups(rewards).repeat_interleave(N)                     # [B]  std({R_i}) = 0
+    passed = (rewards[:, 0] > pass_threshold).repeat_interleave(N)             # [B]  eq. 5: R_i > 0
+    h_max = h.masked_fill(~valid, float("-inf")).amax(dim=1, keepdim=True)      # [B, 1]  max_{k<=|o_i|} H_{i,k}
+    zvp_pos = alpha * h                                                         # eq. 5, positive prompts
+    zvp_neg = -alpha * (h_max - h)                                              # eq. 5, negative prompts
     zvp = torch.where(passed.unsqueeze(1), zvp_pos, zvp_neg)
-    return torch.where(zv.unsqueeze(1), zvp, seq) * m
+    out = torch.where(zv.unsqueeze(1), zvp, seq)                                # eq. 6: ZVP branch or GRPO
+    return torch.where(valid, out, torch.zeros_like(out))                       # 0 off the mask (pads, -inf)
 
 
 def completion_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

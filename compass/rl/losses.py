@@ -134,75 +134,111 @@ def gspo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, m
     return loss, metrics
 
 
-def entropy_groups(entropy: torch.Tensor, mask: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """ESPO's token groups: within each sequence, completion tokens ranked by entropy and cut into
-    ``n_groups`` equal-count bins (0 = lowest entropy); ``-1`` off the mask.
+# -- ESPO (Sheng et al. 2025, arXiv 2512.00499; restated in the seed paper's §2.4.2 as eq. (1)-(3)) -----------
+# Equation numbers: "eq. (n)" is the seed paper's, "[arXiv eq. (m)]" the ESPO paper's own.
 
-    ``entropy``, ``mask``: ``[B, T]`` -> ``[B, T]`` long. Ties keep token order
-    (stable sort), so grouping is deterministic. A sequence with fewer tokens
-    than groups has one token per group.
+ESPO_TOP_FRACTION = 0.2
+"""Share of a batch's completion tokens in ESPO's highest-entropy range: arXiv 2512.00499 §4.4 ("Grouping
+Proportion") measures 10%, 20% and 40% and finds ~20% best. Not a config setting (``ESPOLoss`` has no field)."""
+
+
+def entropy_groups(entropy: torch.Tensor, mask: torch.Tensor, n_groups: int,
+                   top_frac: float | None = ESPO_TOP_FRACTION) -> torch.Tensor:
+    """ESPO's token groups [arXiv eq. (7)]: ``τ_k = {t | e_t ∈ R_k}`` for entropy ranges ``R_1 < … < R_K``
+    shared by the whole batch, so sequence i has the ``K_i <= K`` groups its tokens fall in.
+
+    The ranges are cut at quantiles of the entropies of the batch's completion tokens: the top range holds
+    the ``top_frac`` share of them with the highest entropy (at least one token; §4.4: ~20%), the others are
+    split into ``n_groups - 1`` equal-count ranges; ``top_frac=None`` cuts ``n_groups`` equal-count ranges.
+    A token whose entropy equals a cut belongs to the range above it, so equal entropies share a group.
+    ``n_groups`` 1: every completion token in one group.
+
+    ``entropy``, ``mask`` ``[B, T]`` -> ``[B, T]`` long: the range (0 = lowest entropy), ``-1`` off the mask.
     """
     if n_groups < 1:
         raise ValueError(f"n_groups must be >= 1, got {n_groups}")
+    if top_frac is not None and not 0.0 < top_frac < 1.0:
+        raise ValueError(f"top_frac must be in (0, 1) or None, got {top_frac}")
     valid = mask.bool()
-    key = torch.where(valid, entropy.detach().float(), torch.full_like(entropy, float("inf"), dtype=torch.float32))
-    order = torch.sort(key, dim=1, stable=True).indices                     # valid tokens first, by entropy
-    rank = torch.empty_like(order)
-    rank.scatter_(1, order, torch.arange(order.size(1), device=order.device).expand_as(order))
-    n_valid = valid.sum(dim=1, keepdim=True).clamp(min=1)
-    groups = (rank * n_groups) // n_valid                                   # [B, T] in 0..n_groups-1
-    return torch.where(valid, groups, torch.full_like(groups, -1))
+    out = torch.full(valid.shape, -1, dtype=torch.long, device=valid.device)
+    values = entropy.detach().float()[valid]                                # the batch's completion tokens
+    n = values.numel()
+    if n == 0:
+        return out
+    if n_groups == 1:
+        out[valid] = 0
+        return out
+    if top_frac is None:
+        cuts = [j * n // n_groups for j in range(1, n_groups)]
+    else:
+        n_rest = n - min(n, max(1, math.floor(top_frac * n + 0.5)))      # tokens below the top range
+        cuts = [j * n_rest // (n_groups - 1) for j in range(1, n_groups - 1)] + [n_rest]
+    lower_edges = torch.sort(values).values[torch.tensor(cuts, device=values.device)]   # of ranges 1..K-1
+    out[valid] = torch.bucketize(values, lower_edges, right=True)          # how many edges are <= e_t
+    return out
 
 
 @register_policy_loss("espo")
 def espo(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
-         entropy: torch.Tensor, vocab_size: int, alpha: float = 2.0,
+         entropy: torch.Tensor, vocab_size: int, alpha: float = 0.02,
          groups: int = 2) -> tuple[torch.Tensor, dict[str, float]]:
-    """ESPO, the seed paper's objective (§2.4.2) with eq. (1)-(3), for tensors shaped as in the module doc
-    plus ``entropy`` ``[B, T]`` (the policy's entropy at each token, detached) and ``vocab_size`` |V|.
+    """ESPO (arXiv 2512.00499; the seed paper's §2.4.2, eq. (1)-(3)) on tensors shaped as in the module doc,
+    ``entropy`` ``[B, T]`` the sampling policy's entropy e_t at each token [arXiv eq. (6): under π_θold] and
+    ``vocab_size`` |V|. Defaults are the paper's: α = 0.02 (§4.4, tuned at Qwen3's |V| = 151,936), two groups
+    with the top 20% of tokens by entropy in the upper one (§4.4).
 
-    Per sequence i, tokens are split into entropy groups τ (``entropy_groups``,
-    ``groups`` bins). For a token t of group τ:
+    Tokens are grouped by :func:`entropy_groups` (ranges shared by the batch, [arXiv eq. (7)]). For token t of
+    group τ of sequence i:
 
-    - eq. (2): ``s_τ = exp(mean_{t∈τ}(logp - old_logp))``, the length-normalised group ratio;
-    - eq. (1): ``s_τ^t = sg[s_τ] · π_θ(y_t) / sg[π_θ(y_t)]``: value ``s_τ``, gradient ``s_τ ∇logp_t``;
-    - eq. (3): ``ε_τ = α · mean_{t∈τ}(e_t) / log|V|``;
-    - objective: ``1/G Σ_i 1/|τ| Σ_τ 1/|y_τ| Σ_t min(s_τ^t A_i, clip(s_τ^t, 1-ε_τ, 1+ε_τ) A_i)``,
-      ``|τ|`` = the sequence's non-empty groups; ``loss`` is its negative.
+    - eq. (2) [arXiv eq. (10)]: ``s_τ = exp(mean_{t∈τ}(logp - old_logp))``, the group's length-normalised ratio;
+    - eq. (1) [arXiv eq. (9)]: ``s_τ^t = sg[s_τ] · π_θ(y_t) / sg[π_θ(y_t)]``: value ``s_τ``, gradient
+      ``s_τ ∇logp_t``. Both papers print ``sg[π_θold(y_t)]`` in the denominator; we read it as GSPO-token's
+      ``sg[π_θ(y_t)]``, which [arXiv §3.3] says it follows: a stop-gradient on π_θold would be void, and with
+      ``π_θ/π_θold`` in the value the clip would act token by token, which §4.4 names as what grouping avoids;
+    - eq. (3) [arXiv eq. (8)]: ``ε_τ = α · mean_{t∈τ}(e_t) / log|V|``;
+    - objective [arXiv eq. (5)]:
+      ``J = 1/G Σ_i 1/|τ| Σ_τ 1/|y_τ| Σ_{t∈τ} min(s_τ^t A_t, clip(s_τ^t, 1-ε_τ, 1+ε_τ) A_t)``,
+      ``|τ|`` = the sequence's non-empty groups K_i, G = the sequences with completion tokens; ``loss`` = -J.
 
-    ESPO's clip is per group (no ``clip_eps``). Metrics: ``clip_frac``
-    (token share whose clip binds), ``eps_mean`` (mean ε_τ over groups),
-    ``ratio_mean`` (mean s_τ over groups).
+    On-policy (``old_logp == logp``: one update per rollout batch) every ``s_τ`` is 1 and no clip binds, so
+    ``loss = -1/G Σ_i 1/K_i Σ_τ mean_{t∈τ}(A_t)``, gradient ``-A_t / (G K_i |y_τ|)`` on token t: a token mean
+    reweighted so that each entropy group of a sequence weighs the same (the fewer high-entropy tokens weigh
+    more each). The ratios and ε_τ act only on later updates of the same batch (``trainer.mini_batches`` > 1).
+
+    Metrics: ``clip_frac`` (token share whose clip binds), ``eps_mean`` (mean ε_τ over the sequences'
+    groups), ``eps_top`` (mean ε_τ of the highest-entropy range), ``ratio_mean`` (mean s_τ over groups).
     """
     _check_shapes("espo", logp, old_logp, advantages, mask, entropy)
     if vocab_size < 2:
         raise ValueError(f"espo: vocab_size must be >= 2, got {vocab_size}")
-    B, T = logp.shape
     n_groups = groups
-    groups = entropy_groups(entropy, mask, n_groups)                         # [B, T]
+    groups = entropy_groups(entropy, mask, n_groups)                         # [B, T]  [arXiv eq. (7)]
     onehot = (groups.unsqueeze(-1) == torch.arange(n_groups, device=logp.device)).to(logp.dtype)  # [B, T, K]
-    n_tok = onehot.sum(dim=1)                                                # [B, K] tokens per group
+    n_tok = onehot.sum(dim=1)                                                # [B, K]: |y_τ|
     present = n_tok > 0
     denom = n_tok.clamp(min=1.0)
     delta = (logp - old_logp.detach()).unsqueeze(-1)                         # [B, T, 1]
-    s_group = torch.exp((delta * onehot).sum(dim=1) / denom)                 # [B, K]  eq. (2)
-    eps_group = alpha * (entropy.detach().float().unsqueeze(-1) * onehot).sum(dim=1) / denom \
-        / math.log(vocab_size)                                               # [B, K]  eq. (3)
+    s_group = torch.exp((delta * onehot).sum(dim=1) / denom)                 # [B, K]  eq. (2) [arXiv eq. (10)]
+    ent = entropy.detach().to(logp.dtype).masked_fill(~mask.bool(), 0.0)    # pads may hold anything
+    e_group = (ent.unsqueeze(-1) * onehot).sum(dim=1) / denom                # [B, K]: mean e_t over τ
+    eps_group = alpha * e_group / math.log(vocab_size)                      # [B, K]  eq. (3) [arXiv eq. (8)]
     g = groups.clamp(min=0)
-    s_tok_val = s_group.detach().gather(1, g)                                # [B, T]
+    s_tok_val = s_group.detach().gather(1, g)                                # [B, T]: sg[s_τ]
     eps_tok = eps_group.gather(1, g)
-    s_tok = s_tok_val * torch.exp(logp - logp.detach())                     # eq. (1): value s_τ, grad s_τ ∇logp
+    s_tok = s_tok_val * torch.exp(logp - logp.detach())                     # eq. (1): value s_τ, grad s_τ ∇logp_t
     adv = advantages.to(logp.dtype)                                         # [B, T]
     surrogate = torch.minimum(s_tok * adv, torch.clamp(s_tok, 1.0 - eps_tok, 1.0 + eps_tok) * adv)  # [B, T]
     m = mask.to(logp.dtype)
     per_group = ((surrogate * m).unsqueeze(-1) * onehot).sum(dim=1) / denom  # [B, K]: 1/|y_τ| Σ_t
-    n_groups_seq = present.sum(dim=1)                                        # [B]: |τ|
+    n_groups_seq = present.sum(dim=1)                                        # [B]: |τ| = K_i
     per_seq = (per_group * present).sum(dim=1) / n_groups_seq.clamp(min=1)   # 1/|τ| Σ_τ
     has_tokens = (n_groups_seq > 0).to(logp.dtype)
-    loss = -(per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)  # 1/G Σ_i
+    loss = -(per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)  # 1/G Σ_i, negated
     with torch.no_grad():
         binds = ((adv > 0) & (s_tok_val > 1.0 + eps_tok)) | ((adv < 0) & (s_tok_val < 1.0 - eps_tok))
+        top = present[:, -1]
         metrics = {"clip_frac": float(masked_mean(binds.to(logp.dtype), mask)),
                    "eps_mean": float(eps_group[present].mean()) if present.any() else 0.0,
+                   "eps_top": float(eps_group[:, -1][top].mean()) if top.any() else 0.0,
                    "ratio_mean": float(s_group[present].mean()) if present.any() else 1.0}
     return loss, metrics
