@@ -15,6 +15,7 @@ BENCHMARKS = {
     "gym-service": "compass.bench.gym_service",
     "router-replay": "compass.bench.router_replay",
     "learning-efficiency": "compass.bench.learning_efficiency",
+    "entropy-scale": "compass.bench.entropy_scale",
     "vs-trl": "compass.bench.vs_trl",
     "genrm": "compass.bench.genrm",
     "merge": "compass.bench.merge",

@@ -3,6 +3,7 @@ numbers worked out by hand: every expected value below is plain arithmetic on th
 the code under test."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -245,3 +246,47 @@ def test_espo_ignores_pads_and_checks_its_inputs():
         espo(logp, logp, torch.tensor([1.0]), mask, entropy=entropy, vocab_size=2048)
     with pytest.raises(ValueError, match="vocab_size"):
         espo(logp, logp, adv, mask, entropy=entropy, vocab_size=1)
+
+
+# -- α for another tokenizer and entropy scale (docs/rl.md, "α for this project") ----------------
+
+def test_alpha_rules_keep_the_papers_zero_variance_advantage_and_top_clip():
+    from compass.rl.entropy_scale import espo_alpha, zvp_alpha
+    assert zvp_alpha(6.0) == pytest.approx(0.10)             # the papers' own scale gives the papers' α
+    assert espo_alpha(6.0, 151_936) == pytest.approx(0.02)
+    assert zvp_alpha(1.5) == pytest.approx(0.4)              # 0.4 * 1.5 = 0.10 * 6
+    h, v = 1.5, 2048                                         # ε_top = α h / log v must equal 0.02 * 6 / log 151936
+    assert espo_alpha(h, v) * h / math.log(v) == pytest.approx(0.02 * 6 / math.log(151_936))
+    assert espo_alpha(h, v) == pytest.approx(0.02 * 4 * math.log(2048) / math.log(151_936))
+
+
+def test_entropy_stats_by_hand():
+    from compass.rl.entropy_scale import entropy_stats
+    ents = [[0.0, 1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0, 9.0], []]
+    s = entropy_stats([torch.tensor(e).numpy() for e in ents], vocab_size=2048)
+    assert (s["completions"], s["tokens"], s["vocab_size"]) == (3, 10, 2048)
+    assert s["entropy_top"]["n"] == 2 and s["entropy_top"]["mean"] == pytest.approx(8.5)   # {8, 9}
+    assert s["entropy_top"]["p10"] == pytest.approx(8.1) and s["top_threshold"] == 8.0
+    assert s["entropy_rest"]["mean"] == pytest.approx(3.5) and s["entropy_all"]["mean"] == pytest.approx(4.5)
+    assert s["max_per_completion"] == pytest.approx((4.0 + 9.0) / 2)                      # the empty one skipped
+    assert s["rl_zvp"]["alpha"] == pytest.approx(0.1 * 6 / 8.5)
+    assert s["rl_zvp"]["alpha_range"] == pytest.approx([0.1 * 2 / 8.5, 0.1 * 10 / 8.5])
+    assert s["espo"]["eps_top_at_0.02"] == pytest.approx(0.02 * 8.5 / math.log(2048))
+    assert s["espo"]["eps_rest_at_0.02"] == pytest.approx(0.02 * 3.5 / math.log(2048))
+
+
+def test_bench_entropy_scale_prints_a_table_and_a_json_line(monkeypatch, capsys):
+    from compass.bench import entropy_scale as bench
+    from compass.lm.model_config import ModelConfig
+    from compass.lm.model_factory import build_model, build_tokenizer
+    from compass.rl.data import RLPrompt
+    tok = build_tokenizer("")
+    model = build_model(ModelConfig(), tok, seed=0)
+    rows = [RLPrompt(f"p{i}", f"{i}+1=?", "x", "{}", "math", "a") for i in range(3)]
+    monkeypatch.setattr(bench, "_pipeline_start", lambda *a: (model, tok, rows, "file:///tiny"))
+    assert bench.main(["--groups", "2", "--group-size", "2", "--max-new-tokens", "4"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    s = json.loads(out[-1])
+    assert s["bench"] == "entropy-scale" and s["completions"] == 4 and s["vocab_size"] == len(tok)
+    assert s["source"]["groups"] == 2 and s["source"]["max_new_tokens"] == 4
+    assert any(line.startswith("top 20% (batch)") for line in out)
