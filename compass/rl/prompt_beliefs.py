@@ -1,7 +1,9 @@
 """What the run believes about each prompt's pass rate, and the pre-rollout skip and group size it drives.
 
 One Beta belief per prompt (``compass.rl.zero_variance``): the grader's pass rate as the prior, the
-policy's own groups as evidence (older groups forgotten by ``forget``). Before rollout a prompt whose
+policy's own groups as evidence (older groups forgotten by ``forget``). A prompt with neither (ungraded,
+not yet drawn) borrows its task's pass rate pooled over this run's groups, at the prior's weight: the
+run's history of similar prompts is the best guess there is (empirical Bayes). Before rollout a prompt whose
 group is predicted zero-variance may be skipped (it costs nothing: it is not generated); each skip in a
 row halves the next chance (``decay``), so every prompt comes back to be measured.
 """
@@ -20,17 +22,33 @@ class PromptBeliefs:
                  seed: int):
         self.prior_weight, self.forget, self.pass_threshold = prior_weight, forget, pass_threshold
         self.beliefs: dict[str, Belief] = {p.id: prior_belief(p.pass_rate, prior_weight) for p in prompts}
+        # ungraded prompts not yet drawn: their task's pooled pass rate stands in for a grade
+        self.borrowing = {p.id for p in prompts if p.pass_rate is None}
+        self.task_of = {p.id: p.task for p in prompts}
+        self.task_counts: dict[str, list[int]] = {}      # task -> [passes, samples] over this run's groups
         self.skips_in_a_row: dict[str, int] = {}
         self.rng = random.Random(seed * 7919 + 13)
 
     def observe(self, prompt_id: str, rewards: Sequence[float]) -> None:
         """A generated group of ``prompt_id``: its passes and fails update the belief; its skip run ends."""
         passes = sum(r > self.pass_threshold for r in rewards)
-        self.beliefs[prompt_id] = update_belief(self.beliefs[prompt_id], passes, len(rewards) - passes, self.forget)
+        self.beliefs[prompt_id] = update_belief(self.belief(prompt_id), passes, len(rewards) - passes, self.forget)
+        self.borrowing.discard(prompt_id)
+        counts = self.task_counts.setdefault(self.task_of.get(prompt_id, ""), [0, 0])
+        counts[0] += passes
+        counts[1] += len(rewards)
         self.skips_in_a_row.pop(prompt_id, None)
 
+    def belief(self, prompt_id: str) -> Belief:
+        """The prompt's belief; for an ungraded prompt not yet drawn, its task's pooled pass rate as a prior."""
+        if prompt_id in self.borrowing:
+            passes, samples = self.task_counts.get(self.task_of.get(prompt_id, ""), (0, 0))
+            if samples:
+                return prior_belief((passes + 0.5) / (samples + 1), self.prior_weight)
+        return self.beliefs[prompt_id]
+
     def p_zero_variance(self, prompt_id: str, n: int) -> float:
-        return zero_variance_prob(self.beliefs[prompt_id], n)
+        return zero_variance_prob(self.belief(prompt_id), n)
 
     def should_skip(self, prompt_id: str, n: int, *, min_zero_variance: float, max_skip: float,
                     decay: float) -> bool:
@@ -43,11 +61,14 @@ class PromptBeliefs:
         return False
 
     def group_size(self, prompt_ids: Sequence[str], candidates: Sequence[int], tol: float) -> tuple[int, list[dict]]:
-        return choose_group_size([self.beliefs[i] for i in prompt_ids], candidates, tol)
+        return choose_group_size([self.belief(i) for i in prompt_ids], candidates, tol)
 
     def state(self) -> dict:
-        return {"beliefs": dict(self.beliefs), "skips": dict(self.skips_in_a_row), "rng": self.rng.getstate()}
+        return {"beliefs": dict(self.beliefs), "skips": dict(self.skips_in_a_row), "rng": self.rng.getstate(),
+                "borrowing": sorted(self.borrowing), "task_counts": {k: list(v) for k, v in self.task_counts.items()}}
 
     def load_state(self, state: dict) -> None:
         self.beliefs, self.skips_in_a_row = dict(state["beliefs"]), dict(state["skips"])
+        self.borrowing = set(state["borrowing"])
+        self.task_counts = {k: list(v) for k, v in state["task_counts"].items()}
         self.rng.setstate(state["rng"])

@@ -162,3 +162,20 @@ def test_prefilter_state_resumes_exactly(tmp_path, monkeypatch):
     assert [{k: m[k] for k in keys} for m in resumed.metrics] == [{k: m[k] for k in keys} for m in whole.metrics]
     table = resumed.prompt_stats.table().to_pylist()
     assert sum(r["n_skipped"] for r in table) <= sum(m["prompts_skipped"] for m in resumed.metrics)
+
+
+def test_ungraded_prompts_borrow_their_tasks_pooled_pass_rate():
+    prompts = [RLPrompt(f"s{i}", "q", "r", "{}", task="sums") for i in range(3)] + \
+              [RLPrompt("t0", "q", "r", "{}", task="titles")]
+    b = PromptBeliefs(prompts, prior_weight=4.0, forget=0.5, pass_threshold=0.5, seed=0)
+    jeffreys = zv.zero_variance_prob((0.5, 0.5), 4)
+    assert b.p_zero_variance("s2", 4) == pytest.approx(jeffreys)
+    b.observe("s0", [0.0] * 4)
+    b.observe("s1", [0.0] * 4)
+    # s2 was never drawn: its task failed 8 of 8, so p ~ (0 + 1/2) / (8 + 1) worth 4 samples
+    p = 0.5 / 9
+    assert b.belief("s2") == pytest.approx((0.5 + 4 * p, 0.5 + 4 * (1 - p)))
+    assert b.p_zero_variance("s2", 4) > jeffreys
+    assert b.p_zero_variance("t0", 4) == pytest.approx(jeffreys)     # another task borrows nothing
+    b.observe("s2", [1.0, 0.0, 1.0, 1.0])                            # its own evidence replaces the borrowed prior
+    assert b.belief("s2")[0] > b.belief("s2")[1]
