@@ -512,9 +512,11 @@ class _Loop:
             row = self.step(step)
             self.metrics.log(row)
             self.log.log(step_level(), "%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d "
-                         "of %d), |A| %.3f, gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
+                         "of %d groups of N=%d; %d skipped before rollout), informative tokens %.2f, |A| %.3f, "
+                         "gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
                          row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
-                         row["groups"], row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
+                         row["groups"], row["group_size"], row["prompts_skipped"], row["informative_token_share"],
+                         row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
                          row["time_step_s"])
             if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
                 self.save(step + 1)
