@@ -1,0 +1,125 @@
+"""The two regimes every method runs in: their RL pool, held-out set and shared RL settings.
+
+- ``paper``: the paper's setting for zero-variance elimination. Binary rewards only (arithmetic),
+  a pool that mixes an easy tier the SFT model mostly solves with hard tiers it mostly fails (a bimodal
+  pass-rate distribution, so GRPO's zero-variance share z is >= 0.5 at the start), 4 optimizer steps per
+  rollout batch (the clip ranges act). Held out: the world's held-out arithmetic prompts of the same tiers.
+- ``lowz``: the bench's earlier setting: a seeded sample of the world's RL prompts (arithmetic of every
+  tier + ifeval's partial credit), one optimizer step per batch, z ~ 0.4; the pool is sized so that the
+  budget covers it about twice, as before (500 prompts for 300k tokens then, 200 for 80k now).
+
+The pools are the world's RL prompts (no prompt is in SFT or held out); the SFT model solves no level-1
+item there (the world's level-1 space is used up by the held-out and SFT items), so the easy tier is
+level 2 (grader pass rate 0.73, a third of its prompts 8/8) and the hard one level 5 (0.05, three
+quarters 0/8).
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+
+from compass.rl.data import RLPrompt, prompts_from_table
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    description: str
+    tasks: tuple[str, ...]               # suites in the pool and the held-out set
+    tiers: tuple[int, ...] | None        # arithmetic difficulty levels in both (None: every level, as drawn)
+    pool: int                            # RL prompts (a seeded sample; equal per tier when tiers are set)
+    heldout: dict                        # task -> held-out prompts (the first ones of the allowed tiers)
+    budget: int                          # rollout tokens per run
+    milestones: int                      # held-out evaluations per run, at budget * (i / milestones)^spacing
+    eval_samples: int                    # completions per held-out prompt
+    mini_batches: int = 1
+    prompts_per_step: int = 8
+    group_size: int = 8
+    max_new_tokens: int = 48
+    lr: float = 5e-5
+    spacing: float = 2.0                 # > 1: milestones denser early, where the curves are steep
+
+    def rl_settings(self) -> dict:
+        return {"budget": self.budget, "max_new_tokens": self.max_new_tokens, "lr": self.lr,
+                "mini_batches": self.mini_batches, "prompts_per_step": self.prompts_per_step,
+                "group_size": self.group_size}
+
+    def milestone_tokens(self) -> tuple[int, ...]:
+        """Denser early, where curves are steep."""
+        return tuple(round(self.budget * (i / self.milestones) ** self.spacing) for i in range(self.milestones + 1))
+
+    def with_overrides(self, overrides: dict) -> "Regime":
+        fields = {f.name: f.type for f in dataclasses.fields(self)}
+        clean = {}
+        for key, value in overrides.items():
+            if key not in fields or key in ("name", "description", "heldout"):
+                raise ValueError(f"regime {self.name}: cannot set '{key}' (settable: "
+                                 f"{', '.join(k for k in fields if k not in ('name', 'description', 'heldout'))})")
+            if key == "tasks":
+                clean[key] = tuple(value.split(","))
+            elif key == "tiers":
+                clean[key] = None if value in ("", "all", "none") else tuple(int(x) for x in value.split(","))
+            else:
+                clean[key] = type(getattr(self, key))(value)
+        return dataclasses.replace(self, **clean)
+
+
+REGIMES = {
+    "paper": Regime("paper", "binary rewards, a bimodal pass-rate pool, 4 updates per rollout batch",
+                    tasks=("arithmetic",), tiers=(2, 5), pool=200,
+                    heldout={"arithmetic": 160}, budget=80_000, milestones=5, eval_samples=8, mini_batches=4),
+    "lowz": Regime("lowz", "the earlier setting: arithmetic + ifeval partial credit, 1 update per batch",
+                   tasks=("arithmetic", "ifeval"), tiers=None, pool=200,
+                   heldout={"arithmetic": 200, "ifeval": 50}, budget=80_000, milestones=5, eval_samples=4),
+}
+
+QUICK = {  # second-long runs on the quick world (numbers mean nothing)
+    "paper": dict(pool=24, budget=300, milestones=2, eval_samples=2, prompts_per_step=2, group_size=4,
+                  max_new_tokens=12, heldout={"arithmetic": 8}),
+    "lowz": dict(pool=24, budget=300, milestones=2, eval_samples=2, prompts_per_step=2, group_size=4,
+                 max_new_tokens=12, heldout={"arithmetic": 6, "ifeval": 2}),
+}
+
+
+def _difficulty(table) -> dict[str, int | None]:
+    return dict(zip(table.column("id").to_pylist(), table.column("difficulty").to_pylist()))
+
+
+def _allowed(regime: Regime, p: RLPrompt, level: int | None) -> bool:
+    if p.task not in regime.tasks:
+        return False
+    return regime.tiers is None or p.task != "arithmetic" or level in regime.tiers
+
+
+def pool(regime: Regime, world) -> list[RLPrompt]:
+    """The regime's RL prompts: a seeded sample of the world's RL prompts of its tasks (and tiers)."""
+    level = _difficulty(world.raw_prompts)
+    cands = [p for p in prompts_from_table(world.raw_prompts) if _allowed(regime, p, level[p.id])]
+    rng = random.Random(0)
+    if regime.tiers is None:
+        return rng.sample(cands, regime.pool) if 0 < regime.pool < len(cands) else cands
+    per_tier = regime.pool // len(regime.tiers)
+    out = []
+    for t in regime.tiers:
+        tier = [p for p in cands if level[p.id] == t]
+        out += rng.sample(tier, min(per_tier, len(tier)))
+    rng.shuffle(out)
+    return out
+
+
+def heldout(regime: Regime, world) -> tuple[list[RLPrompt], dict[str, str]]:
+    """The held-out prompts (the first of each task's allowed ones: the world cycles the levels, so these
+    are balanced across them) and each one's label for per-group results (``arithmetic/L5``, ``ifeval``)."""
+    level = _difficulty(world.eval_prompts)
+    out, labels = [], {}
+    for task, n in regime.heldout.items():
+        picked = [p for p in prompts_from_table(world.eval_prompts)
+                  if p.task == task and _allowed(regime, p, level[p.id])][:n]
+        out += picked
+        labels.update({p.id: f"{task}/L{level[p.id]}" if task == "arithmetic" else task for p in picked})
+    return out, labels
+
+
+def tier_label(p: RLPrompt, level: dict[str, int | None]) -> str:
+    return f"{p.task}/L{level[p.id]}" if p.task == "arithmetic" else p.task

@@ -1,0 +1,116 @@
+"""The readable tables of one regime and the headline JSON of the bench."""
+from __future__ import annotations
+
+from compass.bench.learning_efficiency.methods import ABLATIONS
+
+
+def _r(x, nd=3):
+    return None if x is None else round(x, nd)
+
+
+def _ratio(v: dict | None) -> str:
+    if not v or v.get("ratio") is None:
+        return "—"
+    ci = "" if v.get("ci_low") is None else f" [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+    return f"{v['ratio']:.2f}{ci}"
+
+
+def _saving(ratio: float) -> str:
+    return f"{1 / ratio:.2f}x" if ratio > 0 else "unbounded"
+
+
+def tables(s: dict, setup: dict) -> str:
+    """Everything a reader needs about one regime, as text."""
+    M = s["methods"]
+    lines = [f"== regime {setup['regime']}: {setup['description']}",
+             f"pool {setup['pool']} prompts ({setup['pool_mix']}); held out {setup['heldout']} prompts "
+             f"({setup['heldout_mix']}) x {setup['eval_samples']} samples; {setup['settings']}",
+             f"grader: {setup['grader_k']} samples per pool prompt, {setup['grader_tokens']:,} tokens "
+             f"(the data filter's cost, not RL rollouts); pass rates: {setup['grader_hist']}; "
+             f"predicted zero-variance at N={setup['group_size']}: {setup['z_predicted']:.2f}",
+             f"SFT model held-out reward {s['reward_sft']:.3f} ± {s['se_sft']:.3f} (SE) "
+             f"[{', '.join(f'{g} {v:.3f}' for g, v in s['by_group_sft'].items())}]; target {s['target']:.3f} "
+             f"(half {s['reference']}'s final gain); SE of one held-out estimate "
+             f"{sum(m['se_eval'] for m in M.values()) / len(M):.3f}, of a {len(M[s['reference']]['seeds'])}-seed "
+             f"mean {sum(m['se_eval'] for m in M.values()) / len(M) / len(M[s['reference']]['seeds']) ** 0.5:.3f}"]
+    if "z_grpo" in s:
+        ours = M.get("ours", {}).get("vs_grpo")
+        lines.append(f"GRPO zero-variance share z = {s['z_grpo']:.2f} over the run, {s['z_grpo_start']:.2f} in its "
+                     f"first steps: skipping every zero-variance group for free could at best give a tokens ratio "
+                     f"of 1 - z = {s['bound_ratio']:.2f} (a saving of 1/(1-z) = {_saving(s['bound_ratio'])})"
+                     + (f"; ours measured {ours['ratio']:.2f} (saving {_saving(ours['ratio'])})"
+                        if ours and ours.get("ratio") else ""))
+    head = (f"{'method':<18} {'final ± std':>13} {'Δ vs grpo [95% CI]':>22} {'to target':>10} "
+            f"{'vs grpo [95% CI]':>18} {'vs dapo [95% CI]':>18} {'zero-var':>8} {'pass/fail':>9} {'skipped':>7} "
+            f"{'dropped':>7} {'N':>5} {'inform.':>7} {'steps':>5} {'time s':>6}")
+    lines += ["", head, "-" * len(head)]
+    for m, v in M.items():
+        d = v.get("vs_grpo", {}).get("final_delta")
+        dtxt = "—" if d is None else f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        tt, ok = v["to_target"]
+        lines.append(f"{m:<18} {v['final'][0]:>7.3f} ± {v['final'][1]:.3f} {dtxt:>22} "
+                     f"{tt:>9,.0f}{'' if ok else '*'} {_ratio(v.get('vs_grpo')):>18} {_ratio(v.get('vs_dapo')):>18} "
+                     f"{v['zero_variance']:>8.2f} {v['all_pass']:>4.2f}/{v['all_fail']:.2f} {v['skipped']:>7.2f} "
+                     f"{v['dropped']:>7.2f} {v['group_size']:>5.1f} {v['informative_tokens']:>7.2f} "
+                     f"{v['steps']:>5.0f} {v['time_s']:>6.0f}")
+    lines.append("(to target: rollout tokens where the seed-mean curve reaches the target, * never: the budget; "
+                 "ratios: tokens to target over the baseline's, paired bootstrap over seeds; zero-var: share of "
+                 "generated groups; skipped: share of drawn prompts skipped before rollout; dropped: generated "
+                 "groups left out of the update; N: mean group size; inform.: share of rollout tokens in groups "
+                 "with reward spread)")
+    ms = s["milestones"]
+    lines += ["", "held-out reward, mean ± std over seeds, at rollout-token milestones:",
+              f"{'tokens':<18} " + " ".join(f"{t:>13,}" for t in ms)]
+    for m, v in M.items():
+        lines.append(f"{m:<18} " + " ".join(f"{a:>7.3f}±{sd:.3f}" for (_, a), sd in zip(v["mean_curve"],
+                                                                                        v["std_curve"])))
+    groups = list(s["by_group_sft"])
+    if len(groups) > 1:
+        lines += ["", "final held-out reward by group (mean over seeds):",
+                  f"{'':<18} " + " ".join(f"{g:>14}" for g in groups),
+                  f"{'SFT':<18} " + " ".join(f"{s['by_group_sft'][g]:>14.3f}" for g in groups)]
+        for m, v in M.items():
+            lines.append(f"{m:<18} " + " ".join(f"{v['final_by_group'].get(g, float('nan')):>14.3f}"
+                                                for g in groups))
+    lines += ["", "tokens to target per seed (* not reached: the budget) and ratio to grpo's:"]
+    for m, v in M.items():
+        per = ", ".join(f"{t:,.0f}{'' if ok else '*'}" for t, ok in v["to_target_per_seed"])
+        rs = v.get("vs_grpo", {}).get("per_seed")
+        lines.append(f"{m:<18} {per}" + ("" if not rs else "  (" + ", ".join("—" if r is None else f"{r:.2f}"
+                                                                             for r in rs) + ")"))
+    if "ours" in M and "grpo" in M and M["grpo"]["to_target"][0] > 0:
+        with_grader = (M["ours"]["to_target"][0] + setup["grader_tokens"]) / M["grpo"]["to_target"][0]
+        lines.append(f"\nours / grpo with the grader's {setup['grader_tokens']:,} tokens charged to ours: "
+                     f"{with_grader:.2f}")
+    return "\n".join(lines)
+
+
+def headline(s: dict, setup: dict) -> dict:
+    """The regime's headline numbers."""
+    M = s["methods"]
+    out: dict = {"z_grpo": _r(s.get("z_grpo")), "z_grpo_start": _r(s.get("z_grpo_start")),
+                 "bound_ratio": _r(s.get("bound_ratio")), "z_predicted": _r(setup["z_predicted"]),
+                 "reward_sft": _r(s["reward_sft"], 4), "target": _r(s["target"], 4),
+                 "final": {m: _r(v["final"][0], 4) for m, v in M.items()},
+                 "tokens_to_target": {m: round(v["to_target"][0]) for m, v in M.items()},
+                 "reached": {m: v["to_target"][1] for m, v in M.items()},
+                 "grader_tokens": setup["grader_tokens"]}
+    ours = M.get("ours", {})
+    if "vs_grpo" in ours:
+        v = ours["vs_grpo"]
+        out.update(tokens_ratio_vs_grpo=_r(v["ratio"]), tokens_ratio_vs_grpo_ci_low=_r(v["ci_low"]),
+                   tokens_ratio_vs_grpo_ci_high=_r(v["ci_high"]),
+                   final_reward_delta_vs_grpo=_r(v["final_delta"]["delta"], 4),
+                   final_reward_delta_vs_grpo_ci_low=_r(v["final_delta"]["ci_low"], 4))
+        if M["grpo"]["to_target"][0] > 0:
+            out["tokens_ratio_vs_grpo_with_grader"] = _r((ours["to_target"][0] + setup["grader_tokens"])
+                                                         / M["grpo"]["to_target"][0])
+    if "vs_dapo" in ours:
+        out.update(tokens_ratio_vs_dapo=_r(ours["vs_dapo"]["ratio"]),
+                   tokens_ratio_vs_dapo_ci_high=_r(ours["vs_dapo"]["ci_high"]))
+    if ours:
+        out["residual_zero_variance"] = _r(ours["zero_variance"])
+    for m in ("dapo", "greso", *ABLATIONS):
+        if "vs_grpo" in M.get(m, {}):
+            out[f"tokens_ratio_vs_grpo_{m}"] = _r(M[m]["vs_grpo"]["ratio"])
+    return out

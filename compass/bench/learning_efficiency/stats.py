@@ -1,0 +1,144 @@
+"""The statistics of the learning-efficiency bench: pure functions on numbers (tested by hand).
+
+A run is a list of held-out evaluations ``(rollout tokens, reward)``; curves are read at shared
+token milestones; a method's tokens-to-target is where its curve first reaches the target;
+methods are compared by the ratio of their tokens-to-target, with a paired bootstrap over seeds
+(seed s ran every method, so a resample of seeds is applied to both sides alike).
+"""
+from __future__ import annotations
+
+import math
+import random
+from typing import Sequence
+
+Curve = list[tuple[float, float]]          # (rollout tokens, held-out reward), tokens ascending
+
+
+def interp(points: Sequence[tuple[float, float]], t: float) -> float:
+    """Piecewise-linear value at ``t`` of points sorted by their first element (held flat beyond the ends).
+    Two points at the same token count (two evaluations after one step): the first one's value."""
+    if t <= points[0][0]:
+        return points[0][1]
+    for (t0, r0), (t1, r1) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return r1 if t1 == t0 else r0 + (r1 - r0) * (t - t0) / (t1 - t0)
+    return points[-1][1]
+
+
+def at_milestones(points: Sequence[tuple[float, float]], milestones: Sequence[float]) -> Curve:
+    """A run's evaluations (taken at the token counts where its steps ended) read at the shared milestones."""
+    return [(t, interp(points, t)) for t in milestones]
+
+
+def mean_curve(curves: Sequence[Curve]) -> Curve:
+    """Pointwise mean of curves read at the same milestones."""
+    if not curves:
+        raise ValueError("mean_curve needs at least one curve")
+    return [(pts[0][0], sum(p[1] for p in pts) / len(pts)) for pts in zip(*curves)]
+
+
+def tokens_to_target(curve: Curve, target: float) -> tuple[float, bool]:
+    """First rollout-token count where the curve reaches ``target`` (linear between points): (tokens, reached).
+    A curve that never reaches it is charged its last token count (the whole budget), flagged False."""
+    if not curve:
+        return 0.0, False
+    for (t0, r0), (t1, r1) in zip(curve, curve[1:]):
+        if r0 >= target:
+            return t0, True
+        if r1 >= target:
+            return t0 + (t1 - t0) * (target - r0) / (r1 - r0), True
+    if curve[-1][1] >= target:
+        return curve[-1][0], True
+    return curve[-1][0], False
+
+
+def target_from_gain(start: float, final: float, fraction: float = 0.5) -> float:
+    """The reward ``fraction`` of the way from ``start`` (the SFT model) to ``final`` (the reference
+    method's final reward): half the reference's gain by default."""
+    return start + fraction * (final - start)
+
+
+def var(xs: Sequence[float]) -> float:
+    """Sample variance (n-1); 0 for fewer than two values."""
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def mean_std(xs: Sequence[float]) -> tuple[float, float]:
+    return sum(xs) / len(xs), math.sqrt(var(xs))
+
+
+def held_out_se(per_prompt: Sequence[Sequence[float]]) -> float:
+    """Standard error of a held-out mean reward from sampling on fixed prompts: sqrt(sum_p s_p^2 / k_p) / P,
+    with s_p^2 the variance of prompt p's k_p rewards. One sample per prompt: the plain standard error."""
+    if not per_prompt:
+        return 0.0
+    if all(len(rs) > 1 for rs in per_prompt):
+        return math.sqrt(sum(var(rs) / len(rs) for rs in per_prompt)) / len(per_prompt)
+    flat = [x for rs in per_prompt for x in rs]
+    return math.sqrt(var(flat) / len(flat))
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``xs``, linear between order statistics (numpy's default)."""
+    s = sorted(xs)
+    if not s:
+        raise ValueError("percentile of nothing")
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def ratio_on_mean_curves(num: Sequence[Curve], den: Sequence[Curve], target: float) -> float | None:
+    """tokens-to-target of the mean of ``num``'s curves over that of ``den``'s (None when ``den`` needs none)."""
+    t_num, _ = tokens_to_target(mean_curve(num), target)
+    t_den, _ = tokens_to_target(mean_curve(den), target)
+    return t_num / t_den if t_den > 0 else None
+
+
+def paired_bootstrap_ratio(num: Sequence[Curve], den: Sequence[Curve], target: float, *, n_boot: int = 2000,
+                           level: float = 0.95, seed: int = 0) -> dict:
+    """Ratio of tokens-to-target on the mean curves, ``num`` over ``den``, with a paired bootstrap CI.
+
+    ``num[i]`` and ``den[i]`` are the same seed's curves. Each resample draws seed indices with
+    replacement and applies them to both methods, recomputes both mean curves and the ratio (the target
+    stays fixed). Returns ``ratio`` (on all seeds), ``ci_low``/``ci_high`` (percentile interval at
+    ``level``) and ``n`` (resamples where the ratio was defined).
+    """
+    if len(num) != len(den) or not num:
+        raise ValueError("paired_bootstrap_ratio needs the same, nonzero number of seeds on both sides")
+    rng = random.Random(seed)
+    k = len(num)
+    ratios = []
+    for _ in range(n_boot):
+        idx = [rng.randrange(k) for _ in range(k)]
+        r = ratio_on_mean_curves([num[i] for i in idx], [den[i] for i in idx], target)
+        if r is not None:
+            ratios.append(r)
+    point = ratio_on_mean_curves(num, den, target)
+    if not ratios:
+        return {"ratio": point, "ci_low": None, "ci_high": None, "n": 0}
+    a = (1.0 - level) / 2
+    return {"ratio": point, "ci_low": percentile(ratios, a), "ci_high": percentile(ratios, 1 - a), "n": len(ratios)}
+
+
+def paired_bootstrap_delta(num: Sequence[float], den: Sequence[float], *, n_boot: int = 2000, level: float = 0.95,
+                           seed: int = 0) -> dict:
+    """Mean of the per-seed differences ``num[i] - den[i]`` and its paired bootstrap percentile CI."""
+    if len(num) != len(den) or not num:
+        raise ValueError("paired_bootstrap_delta needs the same, nonzero number of seeds on both sides")
+    d = [a - b for a, b in zip(num, den)]
+    rng = random.Random(seed)
+    means = [sum(d[rng.randrange(len(d))] for _ in d) / len(d) for _ in range(n_boot)]
+    a = (1.0 - level) / 2
+    return {"delta": sum(d) / len(d), "ci_low": percentile(means, a), "ci_high": percentile(means, 1 - a)}
+
+
+def zero_variance_bound(z: float) -> float:
+    """The least tokens ratio skipping zero-variance groups can give when a share ``z`` of the baseline's
+    groups teach nothing: 1 - z (a saving of at most 1/(1 - z) times), if every such group were skipped for
+    free and every other group taught as much as before."""
+    return 1.0 - z
