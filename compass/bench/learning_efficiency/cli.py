@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         pool = regimes.pool(reg, world)
         held, labels = regimes.heldout(reg, world)
-        level = {**regimes._difficulty(world.raw_prompts)}
+        level = regimes.levels(world.raw_prompts)
         grades = grader.grade(model, tok, pool, k=args.grader_samples, max_new_tokens=reg.max_new_tokens,
                               cache=Path(args.cache), sft_key=key)
         pool = grader.with_pass_rates(pool, grades)

@@ -82,7 +82,8 @@ QUICK = {  # second-long runs on the quick world (numbers mean nothing)
 }
 
 
-def _difficulty(table) -> dict[str, int | None]:
+def levels(table) -> dict[str, int | None]:
+    """Prompt id -> difficulty level (1..5; None for suites without levels) of a prompts table."""
     return dict(zip(table.column("id").to_pylist(), table.column("difficulty").to_pylist()))
 
 
@@ -94,7 +95,7 @@ def _allowed(regime: Regime, p: RLPrompt, level: int | None) -> bool:
 
 def pool(regime: Regime, world) -> list[RLPrompt]:
     """The regime's RL prompts: a seeded sample of the world's RL prompts of its tasks (and tiers)."""
-    level = _difficulty(world.raw_prompts)
+    level = levels(world.raw_prompts)
     cands = [p for p in prompts_from_table(world.raw_prompts) if _allowed(regime, p, level[p.id])]
     rng = random.Random(0)
     if regime.tiers is None:
@@ -111,7 +112,7 @@ def pool(regime: Regime, world) -> list[RLPrompt]:
 def heldout(regime: Regime, world) -> tuple[list[RLPrompt], dict[str, str]]:
     """The held-out prompts (the first of each task's allowed ones: the world cycles the levels, so these
     are balanced across them) and each one's label for per-group results (``arithmetic/L5``, ``ifeval``)."""
-    level = _difficulty(world.eval_prompts)
+    level = levels(world.eval_prompts)
     out, labels = [], {}
     for task, n in regime.heldout.items():
         picked = [p for p in prompts_from_table(world.eval_prompts)
