@@ -344,8 +344,8 @@ class _Loop:
                 if k != "groups":
                     counts[k] += v
             audit = reward_audit(rewards, reasons, cfg.reward.pass_threshold)
-            for code, n in audit["reasons"].items():
-                counts["reasons"][code] = counts["reasons"].get(code, 0) + n
+            for code, k in audit["reasons"].items():
+                counts["reasons"][code] = counts["reasons"].get(code, 0) + k
             counts["all_fail_verifier_fault"] += audit["all_fail_verifier_fault"]
             counts["verifier_fault_samples"] += audit["verifier_fault_samples"]
             for k, v in zero_variance_tokens(rewards, [[len(c.ids) for c in g] for g in groups],

@@ -233,3 +233,25 @@ def test_the_reward_audit_counts_reasons_and_all_fails_the_verifier_caused(tok):
                                                                                          "no_answer": 4}
     assert {r["prompt_id"]: r["reward_reason"] for r in res.rollouts} == {"P": None, "F": "no_answer",
                                                                           "B": "bad_gold"}
+
+
+def test_dapo_rounds_with_reasons_keep_the_group_size(tok):
+    """Reason counts are summed per round without touching the round's group size (a second DAPO round
+    once generated groups of the wrong size)."""
+    from compass.gym.score import Reward
+    flip = itertools.cycle([1.0, 0.0])
+
+    def score(v, r, ref):
+        if ref == "mixed":
+            x = next(flip)
+            return Reward(x, None if x else "test_failed")     # 2 reasons per group: a count that is not N
+        return Reward(0.0, "no_answer") if ref == "fail" else Reward(1.0)
+    # only mixed prompts give reasons (2 per group); the pass prompt forces further rounds
+    prompts = [RLPrompt("P", "1+1=?", "pass", V, "math", "a"), RLPrompt("M", "3+3=?", "mixed", V, "math", "a"),
+               RLPrompt("M2", "4+4=?", "mixed", V, "math", "a")]
+    cfg = RLConfig(steps=3, sampling={"prompts_per_step": 2, "group_size": 4, "dynamic": True,
+                                      "dynamic_max_rounds": 4}, rollout={"max_new_tokens": 4})
+    res = train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg, score_fn=score)
+    assert any(m["sampling_rounds"] > 1 for m in res.metrics)
+    assert all(m["samples"] == 4 * m["groups"] for m in res.metrics)
+    assert all(m["reward_errors_by_reason"].get("test_failed", 0) % 2 == 0 for m in res.metrics)
