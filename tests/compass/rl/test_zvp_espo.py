@@ -282,11 +282,17 @@ def test_bench_entropy_scale_prints_a_table_and_a_json_line(monkeypatch, capsys)
     from compass.rl.data import RLPrompt
     tok = build_tokenizer("")
     model = build_model(ModelConfig(), tok, seed=0)
-    rows = [RLPrompt(f"p{i}", f"{i}+1=?", "x", "{}", "math", "a") for i in range(3)]
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    verifier = json.dumps({"type": "math_exact"})
+    rows = [RLPrompt(f"p{i}", f"{i}+1=?", str(i + 1), verifier, "math", "a") for i in range(3)]
     monkeypatch.setattr(bench, "_pipeline_start", lambda *a: (model, tok, rows, "file:///tiny"))
-    assert bench.main(["--groups", "2", "--group-size", "2", "--max-new-tokens", "4"]) == 0
+    assert bench.main(["--start", "pipeline", "--groups", "2", "--group-size", "2", "--max-new-tokens", "4",
+                       "--check", "0.1:2.0", "--check-steps", "2", "--check-seeds", "0"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     s = json.loads(out[-1])
     assert s["bench"] == "entropy-scale" and s["completions"] == 4 and s["vocab_size"] == len(tok)
     assert s["source"]["groups"] == 2 and s["source"]["max_new_tokens"] == 4
     assert any(line.startswith("top 20% (batch)") for line in out)
+    (check,) = s["check"]
+    assert (check["zvp_alpha"], check["espo_alpha"], check["seed"], check["steps"]) == (0.1, 2.0, 0, 2)
+    assert len(check["eps_top"]) == 2 and math.isfinite(check["reward_all"])
