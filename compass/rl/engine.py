@@ -34,7 +34,7 @@ from compass.lm.model_config import is_moe
 from compass.progress import progress, step_level
 from compass.rl.advantages import completion_advantages, get_advantage, zero_variance_groups
 from compass.rl.batch import TrainBatch
-from compass.rl.config import RLConfig
+from compass.rl.config import PrefilterConfig, RLConfig
 from compass.rl.data import PromptSampler, RLPrompt
 from compass.rl.metrics_log import MetricsLog
 from compass.rl.prompt_beliefs import PromptBeliefs
@@ -232,8 +232,8 @@ class _Loop:
         self.stats = PromptStats(cfg.reward.pass_threshold)
         sp = cfg.sampling
         # beliefs over each prompt's pass rate drive the pre-rollout skip and the measured group size
-        self.beliefs = (PromptBeliefs(prompts, prior_weight=(sp.prefilter.prior_weight if sp.prefilter else 4.0),
-                                      forget=(sp.prefilter.forget if sp.prefilter else 0.5),
+        belief_cfg = sp.prefilter or PrefilterConfig()          # auto_group_size alone: the same priors
+        self.beliefs = (PromptBeliefs(prompts, prior_weight=belief_cfg.prior_weight, forget=belief_cfg.forget,
                                       pass_threshold=cfg.reward.pass_threshold, seed=cfg.seed)
                         if sp.prefilter or sp.auto_group_size else None)
         self.group_size = sp.group_size
@@ -375,8 +375,7 @@ class _Loop:
             for p in batch:
                 if p.id in seen:                  # an epoch boundary between draws: never twice in one step
                     continue
-                if self.beliefs.should_skip(p.id, self.group_size, min_zero_variance=pf.min_zero_variance,
-                                            max_skip=pf.max_skip, decay=pf.decay):
+                if self.beliefs.should_skip(p.id, self.group_size, **pf.skip_rule()):
                     skipped.append(p)
                     continue
                 seen.add(p.id)
@@ -393,16 +392,20 @@ class _Loop:
         if auto is None or (step - self.start) % auto.every:
             return
         active = [p.id for i, p in enumerate(self.sampler.prompts) if i not in self.sampler.retired]
-        n, rows = self.beliefs.group_size(active, auto.candidates, auto.tol)
+        pf = self.cfg.sampling.prefilter
+        n, rows = self.beliefs.group_size(active, auto.candidates, auto.tol, pf.skip_rule() if pf else None)
         if n != self.group_size or step == self.start:
             best = max(rows, key=lambda r: r["abs_adv_per_sample"])
             row = next(r for r in rows if r["n"] == n)
-            self.log.info("%s step %d: group size N=%d (was %d): predicted zero-variance %.2f, pass@N %.2f, "
-                          "|A| per sample %.3f = %.0f%% of the best candidate's (N=%d, %.3f); %s", self.desc, step,
-                          n, self.group_size, row["zero_variance"], row["pass_at_n"], row["abs_adv_per_sample"],
+            self.log.info("%s step %d: group size N=%d (was %d): predicted zero-variance %.2f (%.2f of the %.0f%% "
+                          "generated), pass@N %.2f, |A| per generated sample %.3f = %.0f%% of the best candidate's "
+                          "(N=%d, %.3f); %s", self.desc, step, n, self.group_size, row["zero_variance"],
+                          row["zero_variance_generated"], 100 * row["generated"], row["pass_at_n"],
+                          row["abs_adv_per_sample"],
                           100 * row["abs_adv_per_sample"] / max(best["abs_adv_per_sample"], 1e-12), best["n"],
                           best["abs_adv_per_sample"],
-                          ", ".join(f"N={r['n']}: zv {r['zero_variance']:.2f}" for r in rows))
+                          ", ".join(f"N={r['n']}: zv {r['zero_variance']:.2f}, |A| {r['abs_adv_per_sample']:.3f}"
+                                    for r in rows))
         self.group_size = n
 
     def sort_round(self, step: int, prompts, groups, rewards: torch.Tensor, reasons: list, kept: Drawn,
@@ -479,8 +482,10 @@ class _Loop:
         ups = []
         for k, idx in enumerate(chunks):
             mb = batch.rows(idx)
+            # ESPO's clip is set by the sampling policy's entropy (its eq. (6)), not the moved policy's
+            ent = old.entropy[idx] if old.entropy is not None and len(chunks) > 1 else None
             ups.append(self.trainer.update(mb.tensors, adv[idx], None if old_logp is None else old_logp[idx],
-                                           self.cfg, mb.routes))
+                                           self.cfg, mb.routes, ent))
             if k == 0 and old.reused:            # the first step's forward is the rollout policy: the gap
                 pre_step = self.trainer.pre_step_logprobs()
                 if pre_step is not None:

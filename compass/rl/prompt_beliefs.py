@@ -17,6 +17,9 @@ from compass.rl.zero_variance import (Belief, choose_group_size, prior_belief, s
                                       zero_variance_prob)
 
 
+MAX_PROMPTS_FOR_N = 1024        # prompts the group-size choice averages over at most
+
+
 class PromptBeliefs:
     def __init__(self, prompts: Sequence[RLPrompt], *, prior_weight: float, forget: float, pass_threshold: float,
                  seed: int):
@@ -50,18 +53,33 @@ class PromptBeliefs:
     def p_zero_variance(self, prompt_id: str, n: int) -> float:
         return zero_variance_prob(self.belief(prompt_id), n)
 
-    def should_skip(self, prompt_id: str, n: int, *, min_zero_variance: float, max_skip: float,
-                    decay: float) -> bool:
-        """Draw whether to skip the prompt this time (``skip_probability``); a skip is remembered."""
-        q = skip_probability(self.p_zero_variance(prompt_id, n), self.skips_in_a_row.get(prompt_id, 0),
-                             min_zero_variance, max_skip, decay)
+    def skip_chance(self, prompt_id: str, p_zero_variance: float, *, min_zero_variance: float, max_skip: float,
+                    decay: float) -> float:
+        """The chance the prompt's next draw is skipped, given its P_zv at some N (``skip_probability``)."""
+        return skip_probability(p_zero_variance, self.skips_in_a_row.get(prompt_id, 0), min_zero_variance,
+                                max_skip, decay)
+
+    def should_skip(self, prompt_id: str, n: int, **rule: float) -> bool:
+        """Draw whether to skip the prompt this time; a skip is remembered. ``rule``: the keywords of
+        ``skip_chance``."""
+        q = self.skip_chance(prompt_id, self.p_zero_variance(prompt_id, n), **rule)
         if q > 0 and self.rng.random() < q:
             self.skips_in_a_row[prompt_id] = self.skips_in_a_row.get(prompt_id, 0) + 1
             return True
         return False
 
-    def group_size(self, prompt_ids: Sequence[str], candidates: Sequence[int], tol: float) -> tuple[int, list[dict]]:
-        return choose_group_size([self.belief(i) for i in prompt_ids], candidates, tol)
+    def group_size(self, prompt_ids: Sequence[str], candidates: Sequence[int], tol: float,
+                   skip_rule: dict | None = None, limit: int = MAX_PROMPTS_FOR_N) -> tuple[int, list[dict]]:
+        """N by ``choose_group_size`` over the prompts' beliefs; with ``skip_rule`` (the keywords of
+        ``skip_chance``) each prompt counts by its chance to be generated. Over ``limit`` prompts, an evenly
+        spaced sample of them stands in (the choice is a mean; its cost grows with prompts × N)."""
+        ids = list(prompt_ids)
+        if len(ids) > limit:
+            ids = [ids[i * len(ids) // limit] for i in range(limit)]
+        skip = None
+        if skip_rule is not None:
+            skip = lambda i, q: self.skip_chance(ids[i], q, **skip_rule)      # noqa: E731
+        return choose_group_size([self.belief(i) for i in ids], candidates, tol, skip)
 
     def state(self) -> dict:
         return {"beliefs": dict(self.beliefs), "skips": dict(self.skips_in_a_row), "rng": self.rng.getstate(),

@@ -173,13 +173,15 @@ class MegatronTrainer(TrainerBackend):
     # -- update -------------------------------------------------------------------------
 
     def update(self, batch: dict[str, torch.Tensor], advantages: torch.Tensor, old_logp: torch.Tensor,
-               cfg, routes: torch.Tensor | None = None) -> dict[str, float]:
+               cfg, routes: torch.Tensor | None = None,
+               old_entropy: torch.Tensor | None = None) -> dict[str, float]:
         """One AdamW step on ``cfg.loss`` through :func:`compass.rl.losses.policy_loss`, as the torch
         trainer takes it.
 
         ``advantages`` ``[B, L-1]``; a loss that only accepts ``[B]`` gets the per-sequence mean over
         completion tokens (metric ``token_advantages`` 0). No signal (all advantages 0): forward
-        only, no step (``updated`` 0).
+        only, no step (``updated`` 0). ``old_entropy`` ``[B, L-1]``: the sampling policy's entropy for
+        ESPO's clip (None: this forward's).
         """
         B, L = batch["input_ids"].shape
         mask = batch["completion_mask"][:, 1:].to(self.device)
@@ -192,8 +194,9 @@ class MegatronTrainer(TrainerBackend):
         grad_norm = 0.0
         with self._routing(routes, B, L), torch.set_grad_enabled(has_signal):
             logp, entropy = self._token_logprobs(batch, cfg.rollout.temperature)
+            ent = entropy if old_entropy is None else old_entropy.detach().float().to(self.device)
             loss, lm, token_adv = policy_loss(cfg.loss.kind, logp, old_logp, advantages, mask,
-                                              entropy=entropy.detach(), vocab_size=self.hf_config.vocab_size,
+                                              entropy=ent.detach(), vocab_size=self.hf_config.vocab_size,
                                               settings=cfg.loss.model_dump(exclude={"kind"}))
             if has_signal:
                 self.optimizer.zero_grad(set_to_none=True)

@@ -88,8 +88,8 @@ class RayTrainer(TrainerBackend):
     def logprobs(self, batch, routes=None):
         return self._call("logprobs", batch, routes)
 
-    def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
-        return self._call("update", batch, advantages, old_logp, cfg, routes)
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
+        return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
 
     def logprobs_with_routes(self, batch):
         return self._call("logprobs_with_routes", batch)

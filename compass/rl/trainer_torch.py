@@ -23,12 +23,14 @@ def _replay(model, routes):
     return replay_routes(model, routes)
 
 
-def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None,
+def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None, old_entropy=None,
                 sink: dict | None = None) -> dict[str, float]:
     """One policy-gradient step of the loss ``cfg.loss`` on a :func:`~compass.rl.batch.build_batch` batch.
 
     ``advantages`` ``[B, L-1]`` (per token); ``old_logp`` ``[B, L-1]``, or None for the
     detached log-probs of this same forward (a single update per batch: ratio 1).
+    ``old_entropy`` ``[B, L-1]``: the sampling policy's token entropy, which ESPO's clip is defined on
+    (its eq. (6)); None: this forward's, which is the same on a batch's first mini-batch only.
     When every advantage is 0 there is no signal: the forward runs (for the entropy
     metric) but no backward or optimizer step (``updated`` 0). ``sink``, when given, gets
     ``"logp"``: this forward's detached log-probs ``[B, L-1]`` (the pre-step policy's).
@@ -42,7 +44,8 @@ def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, rout
         logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.rollout.temperature,
                                        only=mask)
         old = logp.detach() if old_logp is None else old_logp.detach()
-        loss, lm, _ = policy_loss(cfg.loss.kind, logp, old, advantages, mask, entropy=entropy.detach(),
+        ent = entropy if old_entropy is None else old_entropy
+        loss, lm, _ = policy_loss(cfg.loss.kind, logp, old, advantages, mask, entropy=ent.detach(),
                                   vocab_size=model.config.vocab_size, settings=cfg.loss.model_dump(exclude={"kind"}))
         if sink is not None:
             sink["logp"] = logp.detach()
@@ -91,11 +94,11 @@ class TorchTrainer(TrainerBackend):
     def pre_step_logprobs(self):
         return self.last.get("logp")
 
-    def update(self, batch, advantages, old_logp, cfg, routes=None) -> dict[str, float]:
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
         """One AdamW step on ``cfg.loss``; no step (``updated`` 0) when every advantage is 0."""
         self.last = {}
         m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
-                        sink=self.last)
+                        old_entropy=old_entropy, sink=self.last)
         self.steps += int(m["updated"])
         return m
 

@@ -19,7 +19,7 @@ Pure functions on floats; shapes are scalars or lists of (a, b).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 Belief = tuple[float, float]          # Beta(a, b) over a prompt's pass rate
 
@@ -77,23 +77,36 @@ def abs_advantage_per_sample(belief: Belief, n: int) -> float:
     return sum(beta_binomial_pmf(k, n, a, b) * 2.0 * math.sqrt((k / n) * (1 - k / n)) for k in range(1, n))
 
 
-def choose_group_size(beliefs: Sequence[Belief], candidates: Sequence[int], tol: float) -> tuple[int, list[dict]]:
+def choose_group_size(beliefs: Sequence[Belief], candidates: Sequence[int], tol: float,
+                      skip: Callable[[int, float], float] | None = None) -> tuple[int, list[dict]]:
     """The group size for the next steps and, per candidate, what it was chosen on.
 
-    Signal per token, S(N), is the mean over prompts of ``abs_advantage_per_sample``; it rises with N (fewer
-    groups come out zero-variance) and saturates. The choice is the smallest N whose S(N) is within ``tol``
-    of the best candidate's: beyond it the extra samples buy less than ``tol`` more signal (the paper's
-    "trade-off between computational cost and marginal gain"). Rows: ``n``, ``zero_variance``, ``pass_at_n``,
-    ``abs_adv_per_sample``.
+    Signal per token, S(N), is the expected |advantage| per generated sample (``abs_advantage_per_sample``)
+    over the prompts that will be generated. Without a pre-rollout skip that is every prompt, and S(N) rises
+    with N (fewer groups come out zero-variance) and saturates. With one, ``skip(i, P_zv_i(N))`` is prompt
+    i's chance to be skipped at N, and S(N) weighs each prompt by its chance to be generated: a skipped
+    prompt costs no token and gives no signal. The two decisions then meet: a larger N rescues the
+    near-certain prompts from zero variance, but those are the prompts the skip would have spared; a smaller
+    N makes them predicted zero-variance, so skipped, and spends the samples on prompts with spread.
+    The choice is the smallest N whose S(N) is within ``tol`` of the best candidate's: beyond it the extra
+    samples buy less than ``tol`` more signal (the paper's "trade-off between computational cost and
+    marginal gain"). Rows: ``n``, ``zero_variance`` (mean P_zv over all prompts, Fig. 3), ``pass_at_n``,
+    ``generated`` (expected share of draws generated), ``zero_variance_generated`` (expected zero-variance
+    share of the generated groups), ``abs_adv_per_sample`` (S(N)).
     """
     if not beliefs:
         raise ValueError("choose_group_size needs at least one prompt belief")
     rows = []
     for n in sorted(set(candidates)):
-        rows.append({"n": n,
-                     "zero_variance": sum(zero_variance_prob(x, n) for x in beliefs) / len(beliefs),
+        pzv = [zero_variance_prob(x, n) for x in beliefs]
+        gen = [1.0 - skip(i, q) for i, q in enumerate(pzv)] if skip is not None else [1.0] * len(beliefs)
+        weight = sum(gen) or 1.0
+        rows.append({"n": n, "zero_variance": sum(pzv) / len(beliefs),
                      "pass_at_n": sum(pass_at(x, n) for x in beliefs) / len(beliefs),
-                     "abs_adv_per_sample": sum(abs_advantage_per_sample(x, n) for x in beliefs) / len(beliefs)})
+                     "generated": sum(gen) / len(beliefs),
+                     "zero_variance_generated": sum(g * q for g, q in zip(gen, pzv)) / weight,
+                     "abs_adv_per_sample": sum(g * abs_advantage_per_sample(x, n)
+                                               for g, x in zip(gen, beliefs)) / weight})
     best = max(r["abs_adv_per_sample"] for r in rows)
     chosen = next(r["n"] for r in rows if r["abs_adv_per_sample"] >= (1.0 - tol) * best)
     return chosen, rows

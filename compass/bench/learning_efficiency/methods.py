@@ -4,7 +4,8 @@ Every method shares the regime's settings (prompts per step, group size, tokens,
 budget) and differs only in the sections below. ``ours`` is the paper's zero-variance elimination
 (§2.4.1) plus its loss: skip prompts predicted zero-variance before rollout from the grader's pass rates
 and the policy's own groups, choose N from the same beliefs, RL-ZVP on the zero-variance groups that
-remain, ESPO. Each ``ours-no-*`` removes one of those four.
+remain, ESPO (α 0.1, docs/rl.md "α for this project"). Each ``ours-no-*`` removes one of those four;
+``ours-zvp-1.0`` is ``ours`` with RL-ZVP's α at the value the same rule gives this start.
 """
 from __future__ import annotations
 
@@ -13,18 +14,13 @@ DAPO_LOSS = {"kind": "ppo_clip_token_mean", "clip_eps": 0.2, "clip_eps_high": 0.
 
 
 def prefilter(prior_weight: float) -> dict:
-    """``sampling.prefilter``, the same for ``greso`` and ``ours`` but for the prior's weight.
-
-    Chosen once, before any held-out result, from the skip arithmetic: a prompt predicted
-    zero-variance is skipped with chance min(max_skip, P_zv) * decay^skips_in_a_row. With the engine's
-    defaults (0.9, 0.5) such a prompt is still generated on ~45% of its draws, which caps the saving well
-    above a ratio of 0.7 at z = 0.5; 0.95 / 0.8 generate it on ~25% of its draws and still bring every
-    prompt back to be measured within a few epochs.
-    """
-    return {"prior_weight": prior_weight, "max_skip": 0.95, "decay": 0.8}
+    """``sampling.prefilter``, the same for ``greso`` and ``ours`` but for the prior's weight; the rest are
+    the engine's defaults (skip chance min(0.95, P_zv) · 0.8^skips_in_a_row above P_zv 0.6)."""
+    return {"prior_weight": prior_weight}
 
 
 AUTO_N: dict = {}           # sampling.auto_group_size with the engine's defaults (N in 2, 4, 8, 16; tol 0.1; every step)
+ZVP_CALIBRATED = 1.0        # RL-ZVP's α by docs/rl.md's rule on this start (0.86-1.00); the default is the paper's 0.1
 
 
 def methods(grader_k: int) -> dict[str, dict]:
@@ -41,11 +37,13 @@ def methods(grader_k: int) -> dict[str, dict]:
         "ours-no-autoN": {**ours, "sampling": {"prefilter": prefilter(grader_k)}},
         "ours-no-zvp": {**ours, "advantage": {"kind": "grpo"}},
         "ours-no-espo": {**ours, "loss": GRPO_LOSS},
+        "ours-zvp-1.0": {**ours, "advantage": {"kind": "rl_zvp", "alpha": ZVP_CALIBRATED}},
     }
 
 
 ABLATIONS = ("ours-no-prefilter", "ours-no-autoN", "ours-no-zvp", "ours-no-espo")
-ALL = ("grpo", "dapo", "greso", "ours", *ABLATIONS)
+VARIANTS = ("ours-zvp-1.0",)          # ours with another setting (not an ablation)
+ALL = ("grpo", "dapo", "greso", "ours", *ABLATIONS, *VARIANTS)
 
 
 def rl_config(method: dict, *, seed: int, budget: int, max_new_tokens: int, lr: float, mini_batches: int,

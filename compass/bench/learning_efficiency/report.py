@@ -1,7 +1,7 @@
 """The readable tables of one regime and the headline JSON of the bench."""
 from __future__ import annotations
 
-from compass.bench.learning_efficiency.methods import ABLATIONS
+from compass.bench.learning_efficiency.methods import ABLATIONS, VARIANTS
 
 
 def _r(x, nd=3):
@@ -110,7 +110,7 @@ def headline(s: dict, setup: dict) -> dict:
                    tokens_ratio_vs_dapo_ci_high=_r(ours["vs_dapo"]["ci_high"]))
     if ours:
         out["residual_zero_variance"] = _r(ours["zero_variance"])
-    for m in ("dapo", "greso", *ABLATIONS):
+    for m in ("dapo", "greso", *ABLATIONS, *VARIANTS):
         if "vs_grpo" in M.get(m, {}):
             out[f"tokens_ratio_vs_grpo_{m}"] = _r(M[m]["vs_grpo"]["ratio"])
     return out

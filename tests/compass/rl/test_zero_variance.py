@@ -70,6 +70,54 @@ def test_harder_prompts_get_larger_groups():
                                                                                           0.1)[0]
 
 
+def test_with_the_skip_the_group_size_counts_only_what_is_generated():
+    """A bimodal pool (near-certain and near-impossible prompts plus a few at p = 0.5). Alone, N grows to
+    rescue the extremes from zero variance; with the pre-rollout skip those extremes are skipped at small N,
+    so the signal per *generated* sample is the medium prompts' and a small N wins. Expected values by hand:
+    P_zv = p^N + (1-p)^N, skip = min(max_skip, P_zv) when P_zv >= min_zero_variance."""
+    pool = [0.02] * 6 + [0.98] * 3 + [0.5] * 3
+    sharp = [(1 + 1e7 * p, 1 + 1e7 * (1 - p)) for p in pool]
+    cands = [2, 4, 8, 16, 32]
+    rule = dict(min_zero_variance=0.6, max_skip=0.95, decay=0.8)
+
+    def gen(p, n):
+        q = p ** n + (1 - p) ** n
+        return 1.0 - (min(0.95, q) if q >= 0.6 else 0.0)
+
+    weighted = {n: sum(gen(p, n) * _signal(p, n) for p in pool) / sum(gen(p, n) for p in pool) for n in cands}
+    plain = {n: sum(_signal(p, n) for p in pool) / len(pool) for n in cands}
+    expect = min(n for n in cands if weighted[n] >= 0.9 * max(weighted.values()))
+    n_plain, _ = zv.choose_group_size(sharp, cands, 0.1)
+    n_skip, rows = zv.choose_group_size(sharp, cands, 0.1, lambda i, q: zv.skip_probability(q, 0, **rule))
+    assert n_plain == min(n for n in cands if plain[n] >= 0.9 * max(plain.values())) >= 16
+    assert n_skip == expect == 4
+    for r in rows:
+        assert r["abs_adv_per_sample"] == pytest.approx(weighted[r["n"]], rel=1e-4)
+        assert r["generated"] == pytest.approx(sum(gen(p, r["n"]) for p in pool) / len(pool), rel=1e-4)
+    # fewer of the generated groups are predicted zero-variance at the chosen N than without the skip
+    row = next(r for r in rows if r["n"] == n_skip)
+    assert row["zero_variance_generated"] < row["zero_variance"]
+
+
+def test_group_size_reads_each_prompts_skip_run_and_samples_large_pools():
+    prompts = [RLPrompt(f"E{i}", "q", "r", "{}", pass_rate=0.0) for i in range(30)] + \
+              [RLPrompt(f"M{i}", "q", "r", "{}", pass_rate=0.5) for i in range(10)]
+    b = PromptBeliefs(prompts, prior_weight=64.0, forget=0.5, pass_threshold=0.5, seed=0)
+    rule = dict(min_zero_variance=0.6, max_skip=0.95, decay=0.8)
+    ids = [p.id for p in prompts]
+    fresh = b.group_size(ids, [2, 4, 8], 0.1, rule)[1]
+    for i in range(30):                       # every hard prompt skipped 10 times in a row: it must come back
+        b.skips_in_a_row[f"E{i}"] = 10
+    back = b.group_size(ids, [2, 4, 8], 0.1, rule)[1]
+    assert back[0]["generated"] > fresh[0]["generated"]
+    assert back[0]["generated"] == pytest.approx(
+        (30 * (1 - min(0.95, b.p_zero_variance("E0", 2)) * 0.8 ** 10) + 10) / 40, rel=1e-6)
+    # over ``limit`` prompts an evenly spaced sample stands in: 4 of 40 -> E0, E10, E20, M0
+    sampled = b.group_size(ids, [2], 0.1, None, limit=4)[1][0]
+    assert sampled["zero_variance"] == pytest.approx((3 * b.p_zero_variance("E0", 2)
+                                                      + b.p_zero_variance("M0", 2)) / 4)
+
+
 # -- the skip rule on hand-made histories --------------------------------------------------------
 def test_skip_probability_decays_and_spares_informative_prompts():
     assert zv.skip_probability(0.3, 0, 0.6, 0.9, 0.5) == 0.0

@@ -296,3 +296,29 @@ def test_bench_entropy_scale_prints_a_table_and_a_json_line(monkeypatch, capsys)
     (check,) = s["check"]
     assert (check["zvp_alpha"], check["espo_alpha"], check["seed"], check["steps"]) == (0.1, 2.0, 0, 2)
     assert len(check["eps_top"]) == 2 and math.isfinite(check["reward_all"])
+
+
+def test_a_later_mini_batch_clips_by_the_sampling_policys_entropy():
+    """ESPO's ε_τ is set by the sampling policy's entropy (its eq. (6)). A later mini-batch meets a moved
+    policy, so the trainer takes the entropy the engine measured before the update: with every token's
+    entropy c, every group's ε is α·c/log|V|, whatever the moved policy's own entropy is."""
+    from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+    from compass.rl.batch import build_batch
+    from compass.rl.config import RLConfig
+    from compass.rl.trainer_torch import policy_step
+    tok = build_tokenizer("")
+    model = build_model(ModelConfig(), tok, seed=3)
+    lo = len(tok.all_special_ids)
+    g = torch.Generator().manual_seed(0)
+    batch = build_batch([torch.randint(lo, len(tok), (4,), generator=g).tolist() for _ in range(4)],
+                        [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (5, 3, 6, 2)],
+                        tok.pad_token_id)
+    mask = batch["completion_mask"][:, 1:]
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5])[:, None] * mask
+    cfg = RLConfig(loss={"kind": "espo", "alpha": 0.1})
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    c = 0.7
+    m = policy_step(model, opt, batch, adv, cfg, old_entropy=torch.full(mask.shape, c))
+    assert m["eps_mean"] == pytest.approx(0.1 * c / math.log(model.config.vocab_size), rel=1e-5)
+    own = policy_step(model, opt, batch, adv, cfg)
+    assert own["eps_mean"] != pytest.approx(m["eps_mean"], rel=1e-3)
