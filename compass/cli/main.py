@@ -90,6 +90,15 @@ def _eval_summary(rows: list[dict], cfg) -> str:
         summary = json.loads(art.read_bytes("summary.json"))
     except (ArtifactError, ValueError, KeyError) as e:
         return f"\n(no evaluation summary: {e})"
+    ckpts = summary.get("checkpoints", {})
+    if len(ckpts) > 1:                                   # every checkpoint of the run, one column each
+        suites = sorted({s for c in ckpts.values() for s in c["accuracy"]})
+        lines = ["\nheld-out accuracy of every checkpoint (the last: " + summary.get("model", "?") + "):",
+                 "  " + f"{'suite':<12}" + "".join(f"{c.get('label', k)[:13]:>14}" for k, c in ckpts.items())]
+        for suite in suites:
+            lines.append("  " + f"{suite:<12}" + "".join(
+                f"{c['accuracy'][suite]:>14.3f}" if suite in c["accuracy"] else f"{'—':>14}" for c in ckpts.values()))
+        return "\n".join(lines)
     lines = [f"\nheld-out accuracy of {summary.get('model', '?')}:"]
     for suite, s in sorted(summary.get("suites", {}).items()):
         lines.append(f"  {suite:<12} {s['accuracy']:.3f}  ({s['samples']} samples)")

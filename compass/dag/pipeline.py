@@ -18,6 +18,10 @@ class Node:
     stage: str                    # stage package under stages/
     inputs: dict[str, str]        # slot -> artifact name
     outputs: dict[str, str]       # slot -> artifact name
+    # slots read when the run made (or the user provided) their artifact; they never make a run plan
+    # their producers (evaluation reads every checkpoint the run produced, but evaluating a provided
+    # final checkpoint needs none of the others)
+    optional: frozenset[str] = frozenset()
 
 
 PIPELINE: tuple[Node, ...] = (
@@ -46,8 +50,11 @@ PIPELINE: tuple[Node, ...] = (
     Node("domain_rl", "domain_rl",
          {"policy": "ckpt_r1", "prompts": "rl_prompts", "carryover": "prompt_stats_r1", "genrm": "genrm_ckpt"},
          {"checkpoint": "ckpt_final", "prompt_stats": "prompt_stats_domain", "rollouts": "rollouts_domain"}),
-    Node("evaluation", "evaluation", {"model": "ckpt_final", "suites": "eval_prompts"},
-         {"results": "eval_results", "report": "eval_report"}),
+    Node("evaluation", "evaluation",
+         {"model": "ckpt_final", "suites": "eval_prompts", "base": "base_ckpt", "sft_longcot": "thinking_ckpt",
+          "sft_domain": "domain_ckpt", "merged": "thinking_base", "phase1": "ckpt_r1"},
+         {"results": "eval_results", "report": "eval_report"},
+         optional=frozenset({"base", "sft_longcot", "sft_domain", "merged", "phase1"})),
 )
 
 NODES = {n.run_name: n for n in PIPELINE}
@@ -87,5 +94,5 @@ def plan(provided: set[str], until: str | None = None, nodes=PIPELINE) -> list[N
     needed = set(targets) - provided
     for n in reversed(nodes):
         if any(a in needed for a in n.outputs.values()):
-            needed |= set(n.inputs.values()) - provided
+            needed |= {a for slot, a in n.inputs.items() if slot not in n.optional} - provided
     return [n for n in nodes if any(a in needed for a in n.outputs.values())]

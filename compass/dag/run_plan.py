@@ -18,8 +18,10 @@ class RunPlan:
     made: dict[str, str] = field(default_factory=dict)      # artifact name -> URI, filled as steps finish
 
     def inputs_for(self, node: Node) -> dict[str, str]:
-        """Input slot -> URI: what the user provided wins over what an earlier step made."""
-        return {slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()}
+        """Input slot -> URI: what the user provided wins over what an earlier step made; an optional slot
+        whose artifact is neither is left out."""
+        return {slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()
+                if slot not in node.optional or name in self.provided or name in self.made}
 
     def record(self, node: Node, outputs: dict[str, str]) -> None:
         """Note a finished step's outputs (slot -> URI) under their artifact names."""
@@ -83,6 +85,8 @@ def node_call(cfg: PipelineConfig, run_name: str, inputs: dict[str, str] | None 
     resolved = dict(inputs or {})
     for slot, name in node.inputs.items():
         if slot not in resolved:
+            if slot in node.optional and store.latest_version(kinds[slot], name) is None:
+                continue                      # an optional input the store never had
             resolved[slot] = store.get(kinds[slot], name, "latest").uri
     return dict(stage=node.stage, run_name=run_name, config=cfg.stage_config(run_name).model_dump(mode="json"),
                 inputs=resolved, store=store.root, store_options=cfg.store_options, output_names=node.outputs)

@@ -5,7 +5,7 @@ policy's own groups as evidence (older groups forgotten by ``forget``). A prompt
 not yet drawn) borrows its task's pass rate pooled over this run's groups, at the prior's weight: the
 run's history of similar prompts is the best guess there is (empirical Bayes). Before rollout a prompt whose
 group is predicted zero-variance may be skipped (it costs nothing: it is not generated); each skip in a
-row halves the next chance (``decay``), so every prompt comes back to be measured.
+row scales the next chance by ``decay`` (0.8), so every prompt comes back to be measured.
 """
 from __future__ import annotations
 

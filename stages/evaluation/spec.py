@@ -5,9 +5,15 @@ from __future__ import annotations
 from compass.runtime.runner import StageSpec, execute
 from stages.evaluation.config import EvalConfig
 
+# the checkpoints a run made, in recipe order, and what each stage started from (the change it made);
+# ``model`` is the one being evaluated (the final one in the pipeline); the others are optional
+CHECKPOINTS = {"base": None, "sft_longcot": "base", "sft_domain": "base", "merged": "sft_longcot",
+               "phase1": "merged", "model": "phase1"}
+
 SPEC = StageSpec(
-    name="evaluation", config=EvalConfig, inputs={"model": "checkpoint", "suites": "prompts"},
-    outputs={"results": "eval_results", "report": "report"}, body="stages.evaluation.stage:_body")
+    name="evaluation", config=EvalConfig, inputs={**dict.fromkeys(CHECKPOINTS, "checkpoint"), "suites": "prompts"},
+    outputs={"results": "eval_results", "report": "report"}, body="stages.evaluation.stage:_body",
+    optional_inputs=frozenset(set(CHECKPOINTS) - {"model"}))
 
 
 def run(config: EvalConfig, inputs: dict, store, **kw):

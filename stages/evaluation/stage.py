@@ -1,17 +1,21 @@
-"""Evaluation stage: accuracy of a checkpoint on held-out suites.
+"""Evaluation stage: accuracy of every checkpoint a run produced, on held-out suites.
 
-Loads the checkpoint (``model``; ``ckpt_final`` in the pipeline), samples ``samples_per_prompt``
-completions for every prompt of ``suites`` with transformers ``generate`` (greedy by default,
-batched, prompts sorted by length: ``compass.lm.suite_scoring``), scores each with the gym
-verifier named in the prompt's ``verifier`` column, and writes one ``eval_results`` row per
-sample plus a ``report`` artifact: ``report.md`` (per suite: accuracy, mean score, finished and
-closed-``</think>`` rates, mean length, accuracy per difficulty; example responses) and
-``summary.json``. The suite of a prompt is its ``suite`` column when the table has one, else its
-``domain``. Overall and per-suite accuracy go in the manifests' ``extra``.
+Loads each checkpoint given (``model``, the one evaluated: ``ckpt_final`` in the pipeline; optionally
+``base``, ``sft_longcot``, ``sft_domain``, ``merged``, ``phase1``: the earlier ones), samples
+``samples_per_prompt`` completions for every prompt of ``suites`` with transformers ``generate``
+(greedy by default, batched, prompts sorted by length: ``compass.lm.suite_scoring``), scores each
+with the gym verifier named in the prompt's ``verifier`` column, and writes one ``eval_results`` row
+per (checkpoint, sample) plus a ``report`` artifact. ``report.md``: the checkpoint × suite table with
+the change each stage made (the paper's Tables 2–5 shape: a stage against the checkpoint it started
+from), pass@k / mean@k / maj@k with several samples (``compass.lm.sample_metrics``), then the evaluated
+checkpoint's details (per suite: accuracy, mean score, finished and closed-``</think>`` rates, mean
+length, accuracy per difficulty, the verifiers' reasons; example responses). ``summary.json`` holds the
+same numbers. The suite of a prompt is its ``suite`` column when the table has one, else its
+``domain``. The evaluated checkpoint's accuracy per suite and every checkpoint's go in the manifests'
+``extra``.
 
-Not done: pass@k and majority voting, GenRM-judged suites, vLLM generation and comparisons
-between checkpoints. Public suites (MATH-500, AIME, IFEval, ...) are not bundled; an imported
-``prompts`` table can stand in for ``eval_prompts`` (docs/import.md).
+Not done: GenRM-judged suites and vLLM generation. Public suites (MATH-500, AIME, IFEval, ...) are
+not bundled; an imported ``prompts`` table can stand in for ``eval_prompts`` (docs/import.md).
 """
 from __future__ import annotations
 
@@ -24,27 +28,77 @@ import pyarrow as pa
 from compass.gym.reasons import is_verifier_fault
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
-from stages.evaluation.config import EvalConfig
+from compass.lm.sample_metrics import k_metrics
 from compass.lm.suite_scoring import generate_and_score, summarize
+from stages.evaluation.config import EvalConfig
+from stages.evaluation.spec import CHECKPOINTS
 
 log = logging.getLogger("compass.evaluation")
 
 RESULTS_SCHEMA = pa.schema([
-    pa.field("model", pa.string()), pa.field("suite", pa.string()), pa.field("prompt_id", pa.string()),
+    pa.field("checkpoint", pa.string()), pa.field("model", pa.string()), pa.field("suite", pa.string()), pa.field("prompt_id", pa.string()),
     pa.field("sample_idx", pa.int32()), pa.field("response", pa.string()), pa.field("score", pa.float64()),
     pa.field("correct", pa.bool_()), pa.field("difficulty", pa.int32()), pa.field("num_tokens", pa.int32()),
     pa.field("finished", pa.bool_()), pa.field("reason", pa.string()),
 ])
 TOP_REASONS = 10
+LABELS = {"base": "base", "sft_longcot": "Long-CoT SFT", "sft_domain": "domain SFT", "merged": "merged",
+          "phase1": "reasoning RL", "model": "final"}
+
+
+def _parent(slot: str, present: list[str]) -> str | None:
+    """The checkpoint ``slot``'s stage started from, or the nearest earlier one that was evaluated."""
+    p = CHECKPOINTS[slot]
+    while p is not None and p not in present:
+        p = CHECKPOINTS[p]
+    return p
+
+
+def checkpoint_table(by_ckpt: dict[str, dict]) -> list[str]:
+    """Markdown: one row per checkpoint (recipe order), accuracy per suite and overall, each with the
+    change from the checkpoint its stage started from."""
+    present = list(by_ckpt)
+    suites = sorted({s for v in by_ckpt.values() for s in v["suites"]})
+    lines = ["| checkpoint | " + " | ".join(suites) + " | overall |", "|---|" + "---:|" * (len(suites) + 1)]
+    for slot, v in by_ckpt.items():
+        parent = by_ckpt.get(_parent(slot, present) or "")
+        cells = []
+        for s in suites:
+            acc = v["suites"].get(s, {}).get("accuracy")
+            old = parent["suites"].get(s, {}).get("accuracy") if parent else None
+            cells.append("—" if acc is None else f"{acc:.3f}" + ("" if old is None else f" ({acc - old:+.3f})"))
+        acc, old = v["overall_accuracy"], parent["overall_accuracy"] if parent else None
+        cells.append("—" if acc is None else f"{acc:.3f}" + ("" if old is None else f" ({acc - old:+.3f})"))
+        lines.append(f"| {LABELS[slot]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def k_table(by_ckpt: dict[str, dict]) -> list[str]:
+    """Markdown: pass@k / mean@k / maj@k per checkpoint and suite (several samples per prompt)."""
+    lines = ["| checkpoint | suite | k | mean@k | maj@k | pass@k (k = 1, 2, 4, ...) |", "|---|---|---:|---:|---:|---|"]
+    for slot, v in by_ckpt.items():
+        for suite, m in v["k"].items():
+            passes = ", ".join(f"@{k} {x:.3f}" for k, x in m["pass"].items())
+            lines.append(f"| {LABELS[slot]} | {suite} | {m['k']} | {m['mean']:.3f} | {m['maj']:.3f} | {passes} |")
+    return lines
 
 
 def render_report(model_uri: str, config: EvalConfig, summary: dict, results: list[dict],
-                  prompts: dict[str, dict]) -> str:
+                  prompts: dict[str, dict], by_ckpt: dict[str, dict] | None = None) -> str:
     lines = ["# Evaluation report", "", f"Model: `{model_uri}`", "",
              f"Sampling: {'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
-             f"{config.samples_per_prompt} sample(s) per prompt, at most {config.max_new_tokens} new tokens.", "",
-             "| suite | prompts | samples | accuracy | mean score | finished | closed </think> | mean tokens |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"{config.samples_per_prompt} sample(s) per prompt, at most {config.max_new_tokens} new tokens.", ""]
+    if by_ckpt and len(by_ckpt) > 1:
+        lines += ["## Every checkpoint of the run", "",
+                  "Accuracy per suite; in brackets, the change from the checkpoint the stage started from "
+                  "(SFT: base; merge: Long-CoT SFT; reasoning RL: merged; final: reasoning RL).", ""]
+        lines += checkpoint_table(by_ckpt) + [""]
+        lines += ["Checkpoints: " + ", ".join(f"{LABELS[s]} `{v['uri']}`" for s, v in by_ckpt.items()), ""]
+    if by_ckpt and config.samples_per_prompt > 1:
+        lines += ["## pass@k, mean@k, maj@k", ""] + k_table(by_ckpt) + [""]
+    lines += [f"## {LABELS['model']} checkpoint", "",
+              "| suite | prompts | samples | accuracy | mean score | finished | closed </think> | mean tokens |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, s in summary["suites"].items():
         lines.append(f"| {name} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} | {s['mean_score']:.3f} | "
                      f"{s['finished_rate']:.2f} | {s['closed_think_rate']:.2f} | {s['mean_tokens']:.1f} |")
@@ -73,26 +127,41 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
 
 
 def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
-    model_art = inputs["model"]
     rows = inputs["suites"].read_table().to_pylist()
-    model, tok = load_checkpoint(model_art.local_dir())
-    log.info("evaluating %s on %d prompts x %d sample(s)", model_art.uri, len(rows), config.samples_per_prompt)
-    results = generate_and_score(model, tok, rows, model_art.uri, samples_per_prompt=config.samples_per_prompt,
+    results: list[dict] = []
+    by_ckpt: dict[str, dict] = {}
+    for slot in [s for s in CHECKPOINTS if s in inputs]:          # recipe order, the evaluated one last
+        art = inputs[slot]
+        model, tok = load_checkpoint(art.local_dir())
+        log.info("evaluating %s (%s) on %d prompts x %d sample(s)", LABELS[slot], art.uri, len(rows),
+                 config.samples_per_prompt)
+        got = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.samples_per_prompt,
                                  max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                  seed=config.seed, batch_size=config.batch_size)
-    summary = summarize(results)
+        del model
+        for r in got:
+            r["checkpoint"] = slot
+        results += got
+        by_ckpt[slot] = {"uri": art.uri, **summarize(got), "k": k_metrics(got)}
+        log.info("%s: %s", LABELS[slot], ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in by_ckpt[slot]["suites"].items()))
+    model_art = inputs["model"]
+    final = [r for r in results if r["checkpoint"] == "model"]
+    summary = {k: v for k, v in by_ckpt["model"].items() if k not in ("uri", "k")}
     outputs["results"].write_table(pa.Table.from_pylist(results, schema=RESULTS_SCHEMA))
     rep = outputs["report"]
+    checkpoints = {s: {"label": LABELS[s], "uri": v["uri"], "overall_accuracy": v["overall_accuracy"],
+                       "accuracy": {k: x["accuracy"] for k, x in v["suites"].items()},
+                       "k_metrics": v["k"]} for s, v in by_ckpt.items()}
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),
-                                                    **summary}, indent=2, sort_keys=True) + "\n")
-    rep.path("report.md").write_text(render_report(model_art.uri, config, summary, results,
-                                                   {r["id"]: r for r in rows}))
-    extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(results),
-             "accuracy": {k: s["accuracy"] for k, s in summary["suites"].items()}}
+                                                    **summary, "checkpoints": checkpoints},
+                                                   indent=2, sort_keys=True) + "\n")
+    rep.path("report.md").write_text(render_report(model_art.uri, config, summary, final,
+                                                   {r["id"]: r for r in rows}, by_ckpt))
+    extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(final),
+             "accuracy": {k: s["accuracy"] for k, s in summary["suites"].items()},
+             "checkpoints": {s: v["accuracy"] for s, v in checkpoints.items()}}
     for w in outputs.values():
         w.extra.update(extra)
-    for name, s in summary["suites"].items():
-        log.info("%s: accuracy %.3f over %d samples", name, s["accuracy"], s["samples"])
 
 
 from stages.evaluation.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

@@ -61,3 +61,20 @@ def test_every_node_matches_its_stage_spec_and_has_a_config():
             prod = made[name]
             out_slot = next(s for s, a in prod.outputs.items() if a == name)
             assert stage_spec(prod.stage).outputs[out_slot] == spec.inputs[slot], (n.run_name, slot)
+
+
+def test_evaluation_reads_every_checkpoint_the_run_made_but_needs_only_the_final_one():
+    from compass.dag.run_plan import RunPlan
+    node = next(n for n in PIPELINE if n.run_name == "evaluation")
+    assert node.optional <= stage_spec("evaluation").optional_inputs
+    assert set(node.inputs.values()) >= {"base_ckpt", "thinking_ckpt", "domain_ckpt", "thinking_base", "ckpt_r1"}
+    # a whole run: each checkpoint reaches the evaluation
+    whole = RunPlan(store="s", store_options={}, steps=plan(set()), configs={},
+                    made={a: f"uri:{a}" for n in PIPELINE for a in n.outputs.values()})
+    assert whole.inputs_for(node) == {slot: f"uri:{a}" for slot, a in node.inputs.items()}
+    # evaluating a provided final checkpoint: the earlier ones are not made, so they are left out
+    steps = plan({"ckpt_final"})
+    assert names(steps) == ["world", "evaluation"]
+    part = RunPlan(store="s", store_options={}, steps=steps, configs={}, provided={"ckpt_final": "uri:given"},
+                   made={"eval_prompts": "uri:ev", "base_ckpt": "uri:base"})
+    assert part.inputs_for(node) == {"model": "uri:given", "suites": "uri:ev", "base": "uri:base"}

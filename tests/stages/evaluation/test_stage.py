@@ -122,3 +122,45 @@ def test_scoring_path_with_known_answers(world_arts, tmp_path, monkeypatch):
 def test_greedy_with_several_samples_is_a_config_error():
     with pytest.raises(ValueError, match="temperature"):
         EvalConfig(samples_per_prompt=4, temperature=0.0)
+
+
+def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_arts, tmp_path, monkeypatch):
+    """Base and final checkpoints (the same weights here); the generation is swapped for known answers:
+    the base gets every prompt wrong, the final every e-commerce prompt right, so the table's changes are
+    known. With 4 samples per prompt the pass@k / maj@k table is written too."""
+    real = evaluation.generate_and_score
+    calls = []
+
+    def known(model, tok, rows, uri, **kw):
+        out = real(model, tok, rows[:0], uri, **kw)   # the real path on no rows: types and signature stay true
+        calls.append(uri)
+        right = len(calls) > 1
+        for r in rows:
+            for k in range(kw["samples_per_prompt"]):
+                ok = right and r["domain"] == "ecommerce" and k < 2
+                out.append({"model": uri, "suite": r.get("suite") or r["domain"], "prompt_id": r["id"],
+                            "sample_idx": k, "response": "\\boxed{A}" if ok else f"\\boxed{{{k}}}", "score": float(ok),
+                            "correct": ok, "reason": None if ok else "wrong_answer",
+                            "difficulty": r.get("difficulty"), "num_tokens": 3, "finished": True})
+        return out
+
+    monkeypatch.setattr(evaluation, "generate_and_score", known)
+    store = ArtifactStore(str(tmp_path / "s"))
+    cfg = EvalConfig(samples_per_prompt=4, temperature=1.0, max_new_tokens=4)
+    res = evaluation.run(cfg, {"model": world_arts["base"], "base": world_arts["base"],
+                               "suites": world_arts["eval_prompts"]}, store)
+    assert len(calls) == 2                                   # base first, the evaluated one last
+    rows = store.open(res.outputs["results"]).read_table().to_pylist()
+    assert [r["checkpoint"] for r in rows[:1]] == ["base"] and rows[-1]["checkpoint"] == "model"
+    extra = store.open(res.outputs["results"]).manifest.extra
+    assert extra["checkpoints"]["base"]["ecommerce"] == 0.0
+    assert extra["checkpoints"]["model"]["ecommerce"] == 0.5 == extra["accuracy"]["ecommerce"]
+    summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    k = summary["checkpoints"]["model"]["k_metrics"]["ecommerce"]
+    assert k["k"] == 4 and k["mean"] == 0.5 and k["pass"]["1"] == 0.5 and k["pass"]["4"] == 1.0
+    assert k["pass"]["2"] == pytest.approx(1 - 1 / 6)          # 1 - C(2,2)/C(4,2)
+    assert k["maj"] == 1.0                                      # "A" twice against "2" and "3" once: A wins
+    md = (store.open(res.outputs["report"]).local_dir() / "report.md").read_text()
+    assert "## Every checkpoint of the run" in md and "| final | " in md
+    assert "0.500 (+0.500)" in md                                # the final's change over the base
+    assert "## pass@k, mean@k, maj@k" in md
