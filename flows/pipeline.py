@@ -23,5 +23,5 @@ def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = 
                          run.store, run.store_options, node.outputs)
         run.record(node, res["outputs"])
         rows.append(res)
-    create_markdown_artifact(summary_markdown(rows, run.store), key="pipeline-summary")
+    create_markdown_artifact(summary_markdown(rows, run.store, run.store_options), key="pipeline-summary")
     return rows

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compass.store.layout import ArtifactError
 from compass.store.store import Artifact, ArtifactStore
 from compass.dag.config import PipelineConfig
 from compass.dag.pipeline import PIPELINE, Node, plan
@@ -63,11 +64,23 @@ def make_run_plan(cfg: PipelineConfig, from_artifacts: list[str] | None = None,
                    provided=provided)
 
 
-def summary_markdown(rows: list[dict], store: str) -> str:
-    lines = [f"# compass-rl pipeline\n\nStore: `{store}`\n", "| stage run | status | version | wall s |",
-             "|---|---|---|---:|"]
+def summary_markdown(rows: list[dict], store: str, store_options: dict | None = None) -> str:
+    """The pipeline run in markdown: each stage run (ran or reused, version, time), then the evaluation's
+    held-out table when this run has one (its report's ``summary.md``)."""
+    ran = sum(r["status"] == "ran" for r in rows)
+    lines = [f"# compass-rl pipeline\n\nStore: `{store}`\n",
+             f"{ran} stage run(s) ran, {len(rows) - ran} reused stored outputs.\n",
+             "| stage run | status | version | wall s |", "|---|---|---|---:|"]
     for r in rows:
-        lines.append(f"| {r['run_name']} | {r['status']} | `{r['version']}` | {r['wall_s']:.1f} |")
+        status = "**ran**" if r["status"] == "ran" else r["status"]
+        lines.append(f"| {r['run_name']} | {status} | `{r['version']}` | {r['wall_s']:.1f} |")
+    report = next((r["outputs"].get("report") for r in rows if r.get("stage") == "evaluation"), None)
+    if report:
+        try:
+            art = Artifact.open_uri(report, ArtifactStore(store, storage_options=store_options or {}))
+            lines += ["", art.read_bytes("summary.md").decode().strip()]
+        except (ArtifactError, OSError) as e:               # e.g. an older report without summary.md
+            lines += ["", f"(no held-out table: {e})"]
     return "\n".join(lines) + "\n"
 
 

@@ -83,6 +83,16 @@ def k_table(by_ckpt: dict[str, dict]) -> list[str]:
     return lines
 
 
+def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
+    """The held-out results in short, for orchestrators (``compass.runtime.stage_summary``)."""
+    lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
+             f"{config.samples_per_prompt} sample(s) per prompt)", ""]
+    lines += checkpoint_table(by_ckpt)
+    if config.samples_per_prompt > 1:
+        lines += ["", "### pass@k, mean@k, maj@k", ""] + k_table(by_ckpt)
+    return "\n".join(lines) + "\n"
+
+
 def render_report(model_uri: str, config: EvalConfig, summary: dict, results: list[dict],
                   prompts: dict[str, dict], by_ckpt: dict[str, dict] | None = None) -> str:
     lines = ["# Evaluation report", "", f"Model: `{model_uri}`", "",
@@ -155,6 +165,7 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),
                                                     **summary, "checkpoints": checkpoints},
                                                    indent=2, sort_keys=True) + "\n")
+    rep.path("summary.md").write_text(summary_md(by_ckpt, config))      # what the Prefect UI shows
     rep.path("report.md").write_text(render_report(model_art.uri, config, summary, final,
                                                    {r["id"]: r for r in rows}, by_ckpt))
     extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(final),

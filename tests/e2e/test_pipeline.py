@@ -42,6 +42,15 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
             assert any(nm == name for _, nm in listed), name
     for m in st.list():
         st.get(m.kind, m.name, m.version).local_dir()  # raises on any checksum mismatch
+    # the evaluation scored every checkpoint the run made, each the version this run wrote
+    ev = st.get("eval_results", "eval_results")
+    assert set(ev.read_table().column("checkpoint").to_pylist()) == {"base", "sft_longcot", "sft_domain", "merged",
+                                                                     "phase1", "model"}
+    made = {n: st.get("checkpoint", n).uri for n in ("base_ckpt", "thinking_base", "ckpt_final")}
+    read = {i.slot: i.uri for i in ev.manifest.inputs}
+    assert (read["base"], read["merged"], read["model"]) == (made["base_ckpt"], made["thinking_base"],
+                                                             made["ckpt_final"])
+    assert "held-out accuracy of every checkpoint" in out
 
     # Starting from a stored artifact skips every stage only needed to make it, and the artifact
     # given is the one used: here the Long-CoT SFT checkpoint stands in for the merged model.

@@ -78,3 +78,20 @@ def test_evaluation_reads_every_checkpoint_the_run_made_but_needs_only_the_final
     part = RunPlan(store="s", store_options={}, steps=steps, configs={}, provided={"ckpt_final": "uri:given"},
                    made={"eval_prompts": "uri:ev", "base_ckpt": "uri:base"})
     assert part.inputs_for(node) == {"model": "uri:given", "suites": "uri:ev", "base": "uri:base"}
+
+
+def test_pipeline_summary_says_what_ran_and_ends_with_the_held_out_table(tmp_path):
+    from compass.dag.run_plan import summary_markdown
+    from compass.store.store import ArtifactStore
+    store = ArtifactStore(str(tmp_path / "store"))
+    from tests.helpers import commit_artifact
+    table = "## Held-out accuracy\n\n| checkpoint | math |\n|---|---:|\n| final | 0.500 |\n"
+    report = commit_artifact(store, "report", "eval_report", lambda w: w.path("summary.md").write_text(table)).uri
+    rows = [{"run_name": "world", "stage": "world", "status": "reused", "version": "a", "wall_s": 0.1,
+             "outputs": {}},
+            {"run_name": "evaluation", "stage": "evaluation", "status": "ran", "version": "b", "wall_s": 9.0,
+             "outputs": {"report": report}}]
+    md = summary_markdown(rows, store.root)
+    assert "1 stage run(s) ran, 1 reused stored outputs." in md
+    assert "| evaluation | **ran** |" in md and "| world | reused |" in md
+    assert md.rstrip().endswith("| final | 0.500 |")
