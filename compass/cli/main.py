@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_parser(sub)
     from compass.cli.gym import add_gym_parser
     add_gym_parser(sub)
+    from compass.cli.eval_compare import add_eval_parser
+    add_eval_parser(sub)
     return ap
 
 
@@ -214,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "import":
         from compass.cli.import_ import run_import
         return run_import(args)
+    if args.command == "eval":
+        from compass.cli.eval_compare import run_eval
+        return run_eval(args)
     if args.command == "artifacts":
         from compass.cli.artifacts import run_artifacts
         return run_artifacts(args)
