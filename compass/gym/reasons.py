@@ -27,12 +27,14 @@ VERIFIER_FAULTS = frozenset({
     "verifier_timeout",   # the verifier took longer than the service allows
     "verifier_crash",     # the scoring process died twice on this row
     "sandbox_infra",      # the code sandbox could not run the program (not the program's doing)
+    "genrm_malformed",    # the GenRM judge gave no well-formed verdict (or the pair did not fit its context)
 })
 # The response earned its score: these say why it is low, they are not the verifier's fault.
 RESPONSE_CAUSES = frozenset({
     "response_too_long", "no_answer", "no_program", "syntax_error", "runtime_error", "test_failed",
     "timeout", "memory_limit", "cpu_limit", "output_limit", "crash", "sandbox_refused",
     "no_json_object", "schema_violation",
+    "genrm_worse",        # the GenRM judge found the reference better
 })
 
 

@@ -126,8 +126,12 @@ def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sa
         groups[i] = group
         p = batch_prompts[i]
         t0 = time.perf_counter()
-        pending[i] = ([service.submit_spec(p.verifier, c.text, p.reference) for c in group] if service is not None
-                      else [_scored(score_fn(p.verifier, c.text, p.reference)) for c in group])
+        if service is not None:
+            pending[i] = [service.submit_spec(p.verifier, c.text, p.reference) for c in group]
+        elif hasattr(score_fn, "score_group"):            # a batched scorer (the GenRM judge): one call a group
+            pending[i] = [_scored(r) for r in score_fn.score_group(p, [c.text for c in group])]
+        else:
+            pending[i] = [_scored(score_fn(p.verifier, c.text, p.reference)) for c in group]
         scoring_s += time.perf_counter() - t0
     t0 = time.perf_counter()
     failures = 0

@@ -50,6 +50,8 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     # metrics.jsonl, tensorboard/ and plots/ go beside the checkpoint
     result = train(model, tok, prompts, cfg, score_fn=score_fn, log=log, desc=desc, out_dir=ckpt.dir,
                    state_dir=state_dir)
+    if hasattr(score_fn, "counters"):                 # a judge's audit (compass.rl.genrm_reward)
+        extra.update(score_fn.counters())
     summary = {**result.summary(), **extra, "policy": policy.uri}
     save_checkpoint(model, tok, ckpt.dir, meta={"stage": desc, **summary})
     outputs["prompt_stats"].write_table(result.prompt_stats.table())

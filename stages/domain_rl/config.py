@@ -21,6 +21,14 @@ class DomainRLConfig(RLConfig):
         0.0, ge=0, le=1, description="...and at least this often; 0 keeps the never-solved ones")
     carryover_min_samples: int = Field(
         1, ge=1, description="trust a measured pass rate only when it rests on this many samples")
+    carryover_ratio: float | None = Field(
+        None, ge=0, lt=1, description="share of the phase's prompts that are carryover: when more phase-1 "
+                                      "prompts are in the band, a seeded sample of them; None: all of them")
+    genrm_reward: bool = Field(
+        True, description="judge open-ended prompts (verifier title_rules) with the GenRM checkpoint: A or TIE "
+                          "against the reference -> 1, B -> 0 (paper §2.5.3); false: their rules verifier")
+    genrm_max_new_tokens: int = Field(192, ge=8, description="the judge's tokens per verdict")
+    genrm_swap_check: bool = Field(False, description="ask the judge in both orders; reward 1 only if both agree")
 
     @model_validator(mode="after")
     def _band(self):

@@ -4,27 +4,29 @@ Reads the phase-1 policy (``ckpt_r1``), the graded ``rl_prompts``, phase 1's ``p
 and the GenRM checkpoint. Trains on every non-reasoning prompt (instruction following, tool use,
 QA, e-commerce: ``compass.rl.data.is_reasoning_prompt`` is false) plus the phase-1 prompts whose
 measured pass rate lies in the configured band and rests on enough samples (medium-to-high
-difficulty, ``stages/domain_rl/carryover.py``), with the same engine and options as reasoning RL
-(``compass.rl.stage_io.run_rl``). Rewards come from the gym verifier named in each prompt's
-``verifier`` column. Writes the final checkpoint (with ``metrics.jsonl`` and ``carryover.json``:
-the ids kept and missing, and the band), the per-prompt ``prompt_stats`` and every rollout; the
-carryover counts go in each manifest's ``extra``.
+difficulty, ``stages/domain_rl/carryover.py``), at most ``carryover_ratio`` of the mix (a seeded
+sample of the band when it holds more), with the same engine and options as reasoning RL
+(``compass.rl.stage_io.run_rl``).
 
-The GenRM judge is not used yet. The ``genrm`` input is there so that the DAG runs domain_rl
-after genrm and the manifests record which judge was available (``extra``: ``genrm``, its URI,
-and ``genrm_used: false``); no reward of this stage asks it. Not done: GenRM-judged rewards for
-open-ended prompts (the gym's judge adapter, ``compass.gym.genrm_judge``, exists; this stage does
-not wire it in).
+Rewards: open-ended prompts (verifier ``title_rules``: product-title rewriting) are judged by the
+GenRM checkpoint against the reference (A or TIE → 1, B → 0; ``compass.rl.genrm_reward``), every
+other prompt by the gym verifier named in its ``verifier`` column. The judge's audit (malformed
+verdicts, agreement with the rules verifier, GRPO advantage sign flips against it) goes in each
+manifest's ``extra`` beside ``genrm`` (its URI) and ``genrm_used``. Writes the final checkpoint
+(with ``metrics.jsonl`` and ``carryover.json``: the ids kept and missing, the band and the ratio),
+the per-prompt ``prompt_stats`` and every rollout; the carryover counts go in ``extra`` too.
 """
 from __future__ import annotations
 
 import json
 import logging
 
-from stages.domain_rl.carryover import select_carryover
-from stages.domain_rl.config import DomainRLConfig
+from compass.gym.genrm_judge import GenRMJudge
 from compass.rl.data import is_reasoning_prompt, prompts_from_table
+from compass.rl.genrm_reward import DEFAULT_JUDGED, GenRMReward, verifier_type
 from compass.rl.stage_io import run_rl
+from stages.domain_rl.carryover import mix_carryover, select_carryover
+from stages.domain_rl.config import DomainRLConfig
 
 log = logging.getLogger("compass.domain_rl")
 
@@ -44,23 +46,30 @@ def _body(config: DomainRLConfig, inputs, outputs) -> None:
     if missing:
         log.warning("domain_rl: %d carryover prompt(s) are not in %s and are skipped (e.g. %s)",
                     len(missing), inputs["prompts"].uri, missing[:3])
-    carried = [by_id[i] for i in carry_ids if i in by_id and i not in domain_ids]
-    log.info("domain_rl: %d domain prompts + %d carryover (of %d measured in phase 1, pass rate in [%.2f, %.2f])",
-             len(domain), len(carried), stats.num_rows, config.carryover_min_pass_rate,
-             config.carryover_max_pass_rate)
+    in_band = [by_id[i] for i in carry_ids if i in by_id and i not in domain_ids]
+    carried = mix_carryover(in_band, len(domain), config.carryover_ratio, config.seed)
+    log.info("domain_rl: %d domain prompts + %d carryover (%d in the band of %d measured in phase 1, pass rate "
+             "in [%.2f, %.2f]; ratio %s)", len(domain), len(carried), len(in_band), stats.num_rows,
+             config.carryover_min_pass_rate, config.carryover_max_pass_rate, config.carryover_ratio)
     prompts = domain + carried
     if not prompts:
         raise ValueError(f"domain_rl: no domain prompts in {inputs['prompts'].uri} and no carryover kept")
     genrm = inputs["genrm"]
-    extra = {"domain_prompts": len(domain), "carryover_measured": stats.num_rows,
+    score = None
+    if config.genrm_reward and any(verifier_type(p.verifier) in DEFAULT_JUDGED for p in prompts):
+        judge = GenRMJudge.from_checkpoint(str(genrm.local_dir()), max_new_tokens=config.genrm_max_new_tokens,
+                                           swap_check=config.genrm_swap_check)
+        score = GenRMReward(judge, pass_threshold=config.reward.pass_threshold)
+        log.info("domain_rl: %d prompt(s) judged by the GenRM %s", sum(map(score.judges, prompts)), genrm.uri)
+    extra = {"domain_prompts": len(domain), "carryover_measured": stats.num_rows, "carryover_in_band": len(in_band),
              "carryover_kept": len(carried), "carryover_missing": len(missing),
-             "genrm": genrm.uri, "genrm_used": False}
+             "carryover_share": len(carried) / len(prompts), "genrm": genrm.uri, "genrm_used": score is not None}
     with open(outputs["checkpoint"].path("carryover.json"), "w") as f:
-        json.dump({"kept": [p.id for p in carried], "missing": missing,
+        json.dump({"kept": [p.id for p in carried], "in_band": len(in_band), "missing": missing,
                    "min_pass_rate": config.carryover_min_pass_rate,
                    "max_pass_rate": config.carryover_max_pass_rate,
-                   "min_samples": config.carryover_min_samples}, f, indent=2)
-    run_rl(config, inputs["policy"], prompts, outputs, log=log, desc="domain_rl", extra=extra)
+                   "min_samples": config.carryover_min_samples, "ratio": config.carryover_ratio}, f, indent=2)
+    run_rl(config, inputs["policy"], prompts, outputs, log=log, desc="domain_rl", extra=extra, score_fn=score)
 
 
 from stages.domain_rl.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

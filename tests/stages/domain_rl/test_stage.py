@@ -1,4 +1,5 @@
-"""Domain RL stage: domain prompts plus exactly the carryover band of phase-1 prompts; GenRM recorded."""
+"""Domain RL stage: domain prompts plus exactly the carryover band of phase-1 prompts at the configured ratio;
+open-ended prompts judged by the GenRM checkpoint."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from compass.lm.model_factory import (
 )
 from compass.store.store import ArtifactStore
 from stages.domain_rl import stage as domain_rl
-from stages.domain_rl.carryover import select_carryover
+from stages.domain_rl.carryover import mix_carryover, select_carryover
 from stages.domain_rl.config import DomainRLConfig
 from tests.helpers import MATH_VERIFIER, MCQ_VERIFIER, commit_artifact
 
@@ -124,3 +125,45 @@ def test_spec_matches_the_dag():
     assert set(spec.inputs) == set(node.inputs) and set(spec.outputs) == set(node.outputs)
     assert spec.inputs == {"policy": "checkpoint", "prompts": "prompts", "carryover": "prompt_stats",
                            "genrm": "checkpoint"}
+
+
+def test_mix_carryover_at_the_configured_ratio():
+    band = [f"c{i}" for i in range(10)]
+    assert mix_carryover(band, 6, None, 0) == band
+    two = mix_carryover(band, 6, 0.25, 0)                   # 0.25 / 0.75 * 6 = 2 -> 2 of 8 prompts
+    assert len(two) == 2 and two == [c for c in band if c in two]         # table order kept
+    assert two == mix_carryover(band, 6, 0.25, 0)                          # seeded
+    assert len(mix_carryover(band, 6, 0.5, 0)) == 6
+    assert mix_carryover(band, 6, 0.9, 0) == band            # the band holds fewer than 54: all of it
+    assert mix_carryover(band, 6, 0.0, 0) == []
+
+
+def test_domain_rl_mixes_the_band_at_the_ratio_and_judges_titles_with_the_genrm(world):
+    """3 domain prompts + a title-rewriting prompt; the band holds m0, m1, m2, m6; ratio 1/3 of the mix keeps
+    round(0.5 * 4) = 2 of them. The title prompt is judged by the (untrained) GenRM checkpoint."""
+    store, inputs = world
+    rows = _prompts().to_pylist()
+    title = json.dumps({"type": "title_rules", "must_keep": ["Nike"], "max_chars": 60})
+    rows.append({"id": "t0", "domain": "ecommerce", "task": "title", "language": "en",
+                 "prompt": "Rewrite: nike RUNNING shoe", "reference": "Nike Running Shoe", "verifier": title,
+                 "difficulty": None, "pass_rate": None})
+    inputs = {**inputs, "prompts": _commit(store, "prompts", "rl_prompts_t", lambda w: w.write_table(
+        pa.Table.from_pylist(rows, schema=_prompts().schema)))}
+    cfg = DomainRLConfig(steps=1, sampling={"prompts_per_step": 6, "group_size": 2}, rollout={"max_new_tokens": 6},
+                         carryover_max_pass_rate=0.8, carryover_min_samples=2, carryover_ratio=1 / 3,
+                         genrm_max_new_tokens=8)
+    res = domain_rl.run(cfg, inputs, store)
+    ckpt = store.open(res.outputs["checkpoint"])
+    carry = json.loads(ckpt.local_path("carryover.json").read_text())
+    assert carry["in_band"] == 4 and len(carry["kept"]) == 2 and set(carry["kept"]) <= {"m0", "m1", "m2", "m6"}
+    extra = ckpt.manifest.extra
+    assert extra["carryover_share"] == pytest.approx(2 / 6) and extra["genrm_used"] is True
+    stats = store.open(res.outputs["prompt_stats"]).read_table()
+    assert set(stats.column("prompt_id").to_pylist()) == {"d0", "d1", "d2", "t0", *carry["kept"]}
+    rollouts = store.open(res.outputs["rollouts"]).read_table().to_pylist()
+    judged = [r for r in rollouts if r["prompt_id"] == "t0"]
+    assert extra["genrm_judged_samples"] == len(judged) == 2
+    # an untrained judge: its verdicts are what they are, but each is counted once, malformed or not
+    assert 0 <= extra["genrm_malformed"] <= 2
+    assert all(r["reward_reason"] in (None, "genrm_worse", "genrm_malformed") for r in judged)
+    assert sum(r["reward_reason"] == "genrm_malformed" for r in judged) == extra["genrm_malformed"]
