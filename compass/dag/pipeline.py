@@ -2,10 +2,8 @@
 
 A node is one stage run. Its input slots name the artifacts it reads; its
 output slots name the artifacts it writes. The same stage may run twice under
-different names (SFT: Long-CoT and domain). One edge carries nothing yet:
-domain_rl takes ``genrm_ckpt`` but does not use the judge (it records
-``genrm_used: false``); the edge orders the runs and keeps the judge's version
-in domain_rl's fingerprint.
+different names (SFT: Long-CoT and domain). A node's ``optional`` slots are read
+when the run has their artifact and never make the plan run their producers.
 """
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ PIPELINE: tuple[Node, ...] = (
          {"checkpoint": "genrm_ckpt", "judgements": "genrm_judgements", "quarantine": "genrm_quarantine"}),
     Node("reasoning_rl", "reasoning_rl", {"policy": "thinking_base", "prompts": "rl_prompts"},
          {"checkpoint": "ckpt_r1", "prompt_stats": "prompt_stats_r1", "rollouts": "rollouts_r1"}),
-    # phase 2 takes the judge so it runs after genrm and records which one was available, but the
-    # judge is not used yet: domain_rl writes genrm_used: false and rewards with the gym's verifiers
+    # phase 2's open-ended prompts are rewarded by the GenRM judge (genrm_ckpt)
     Node("domain_rl", "domain_rl",
          {"policy": "ckpt_r1", "prompts": "rl_prompts", "carryover": "prompt_stats_r1", "genrm": "genrm_ckpt"},
          {"checkpoint": "ckpt_final", "prompt_stats": "prompt_stats_domain", "rollouts": "rollouts_domain"}),
