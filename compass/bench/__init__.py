@@ -20,6 +20,7 @@ BENCHMARKS = {
     "genrm": "compass.bench.genrm",
     "merge": "compass.bench.merge",
     "sft": "compass.bench.sft",
+    "recipe": "compass.bench.recipe",
 }
 
 
