@@ -6,7 +6,7 @@ the RL phases' metrics it prints the checkpoint × suite table and one JSON line
 
 - ``first_run_s``, ``peak_rss_gib`` (the largest process of the run);
 - ``sft_longcot_home_gain``, ``sft_domain_home_gain``: each SFT model's mean accuracy on its home suites
-  (data_filter's ``thinking_domains`` / ``domain_domains``) minus the base model's;
+  (the merge sweep's ``thinking_domains`` / ``domain_domains``) minus the base model's;
 - ``merge_min_margin``: merged minus each parent on that parent's home suites, the worse of the two;
 - ``reasoning_rl_gain``: phase 1 minus merged on the reasoning suites (the thinking domains);
 - ``domain_rl_gain``: final minus phase 1 on the domain suites; ``reasoning_forgetting``: phase 1 minus
@@ -101,10 +101,10 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
     summary = json.loads(st.get("report", "eval_report").read_bytes("summary.json"))
     metrics = [st.get("checkpoint", name).local_dir() / "metrics.jsonl" for name in ("ckpt_r1", "ckpt_final")]
     pipe = yaml.safe_load(cfg_path.read_text())
-    df = pipe.get("data_filter", {})
+    sweep = pipe.get("merge", {}).get("sweep", {})          # the merge sweep names each parent's home domains
     return {"wall_s": wall, "checkpoints": summary.get("checkpoints", {}),
-            "thinking": df.get("thinking_domains", ["math", "code", "tool"]),
-            "domain": df.get("domain_domains", ["ecommerce", "general", "instruction"]),
+            "thinking": sweep.get("thinking_domains", ["math", "code", "tool"]),
+            "domain": sweep.get("domain_domains", ["ecommerce", "general", "instruction"]),
             "zv": zero_variance_tokens([m for m in metrics if m.exists()])}
 
 
