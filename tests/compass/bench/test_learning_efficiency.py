@@ -148,10 +148,10 @@ def test_learning_efficiency_quick_run(tmp_path: Path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["bench"] == "learning-efficiency" and out["regime"] == "paper"
     assert set(out["final"]) == {"grpo", "dapo", "greso", "ours", "ours-no-prefilter", "ours-no-autoN",
-                                 "ours-no-zvp", "ours-no-espo"}
+                                 "ours-no-zvp", "ours-no-espo", "ours-zvp-1.0"}
     for key in ("tokens_ratio_vs_grpo", "tokens_ratio_vs_grpo_ci_high", "tokens_ratio_vs_dapo",
                 "final_reward_delta_vs_grpo", "residual_zero_variance", "z_grpo", "tokens_ratio_vs_grpo_ours-no-espo",
-                "lowz"):
+                "tokens_ratio_vs_grpo_ours-zvp-1.0", "lowz"):
         assert key in out
     assert "z_grpo" in out["lowz"] and "tokens_ratio_vs_grpo" in out["lowz"]
     for name in ("curves_paper.png", "fig3_paper.png", "runs_paper.json", "curves_lowz.png", "fig3_lowz.png"):
