@@ -22,6 +22,10 @@ EXPECTED = {
     "mc_tmmlu_zh_tw": (3313, {"no_match": 56}),     # 53 open-ended questions + 3 withdrawn ones
     "mc_ttqa_zh_tw": (103, {}),
     "pref_pandalm": (999, {"wrong_type": 6}),       # a response stored as JSON true, not text
+    "aime_hmmt": (150, {}),
+    "ifeval": (541, {}),
+    "mc_xcopa_th": (500, {}),
+    "mc_enem_pt": (180, {"no_match": 1}),          # one question the exam annulled
 }
 
 
@@ -95,5 +99,38 @@ def _pandalm(rows):
     assert rows[0]["prompt"].endswith("please let me know.") and "\n\n" in rows[0]["prompt"]
 
 
+def _aime_hmmt(rows):
+    assert {r["suite"] for r in rows} == {"aime_2024", "aime_2025", "hmmt_feb_2024", "hmmt_feb_2025", "cmimc_2024"}
+    assert rows[0]["id"] == "aime_2024_I-01" and rows[0]["reference"] == "204"
+    from compass.gym.score import score
+    assert all(score(r["verifier"], f"\\boxed{{{r['reference']}}}", r["reference"]) == 1.0 for r in rows)
+
+
+def _ifeval(rows):
+    """The gym's ifeval verifier on the IFEval authors' GPT-4 responses agrees with their strict verdicts
+    (measured: 538 of the 540 responses whose prompt matches a row)."""
+    from compass.gym.score import score
+    by_prompt = {r["prompt"]: r for r in rows}
+    data = SHARED / "ifeval"
+    responses = [json.loads(x) for x in (data / "input_response_data_gpt4_20231107_145030.jsonl").open()]
+    strict = {s["prompt"]: s["follow_all_instructions"]
+              for s in map(json.loads, (data / "eval_results_strict_reference.jsonl").open())}
+    pairs = [(by_prompt[r["prompt"]], r["response"]) for r in responses if r["prompt"] in by_prompt]
+    agree = sum((score(row["verifier"], resp, row["reference"]) == 1.0) == strict[row["prompt"]] for row, resp in pairs)
+    assert len(pairs) >= 540 and agree / len(pairs) >= 0.99
+    assert json.loads(rows[0]["verifier"])["type"] == "ifeval" and rows[0]["reference"] == ""
+
+
+def _mcq_letters(letters):
+    def check(rows):
+        from compass.gym.score import score
+        assert {r["reference"] for r in rows} <= set(letters) and len({r["reference"] for r in rows}) > 1
+        for r in rows[:20]:
+            assert f"{r['reference']}. " in r["prompt"]
+            assert score(r["verifier"], f"The answer is {r['reference']}.", r["reference"]) == 1.0
+    return check
+
+
 CHECKS = {"gsm8k": _gsm8k, "math500": _math500, "mbpp": _mbpp, "mc_tmmlu_zh_tw": _tmmlu,
-          "mc_ttqa_zh_tw": _ttqa, "pref_pandalm": _pandalm}
+          "mc_ttqa_zh_tw": _ttqa, "pref_pandalm": _pandalm, "aime_hmmt": _aime_hmmt, "ifeval": _ifeval,
+          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE")}
