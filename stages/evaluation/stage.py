@@ -9,8 +9,8 @@ per (checkpoint, sample) plus a ``report`` artifact. ``report.md``: the checkpoi
 the change each stage made (the paper's Tables 2–5 shape: a stage against the checkpoint it started
 from), pass@k / mean@k / maj@k with several samples (``compass.lm.sample_metrics``), then the evaluated
 checkpoint's details (per suite: accuracy, mean score, finished and closed-``</think>`` rates, mean
-length, accuracy per difficulty, the verifiers' reasons; example responses). ``summary.json`` holds the
-same numbers. The suite of a prompt is its ``suite`` column when the table has one, else its
+length, accuracy per difficulty, the verifiers' reasons; example responses); ``checkpoints.png`` the
+table as bars. ``summary.json`` holds the same numbers. The suite of a prompt is its ``suite`` column when the table has one, else its
 ``domain``. The evaluated checkpoint's accuracy per suite and every checkpoint's go in the manifests'
 ``extra``.
 
@@ -83,6 +83,26 @@ def k_table(by_ckpt: dict[str, dict]) -> list[str]:
     return lines
 
 
+def plot_checkpoints(by_ckpt: dict[str, dict], path) -> None:
+    """``checkpoints.png``: accuracy per suite, one bar per checkpoint in recipe order."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    suites = sorted({s for v in by_ckpt.values() for s in v["suites"]})
+    width = 0.8 / max(len(by_ckpt), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(suites)), 3.6))
+    for i, (slot, v) in enumerate(by_ckpt.items()):
+        xs = [j + (i - (len(by_ckpt) - 1) / 2) * width for j in range(len(suites))]
+        ax.bar(xs, [v["suites"].get(s, {}).get("accuracy", 0.0) for s in suites], width, label=LABELS[slot])
+    ax.set_xticks(range(len(suites)), suites)
+    ax.set_ylabel("held-out accuracy")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=7, ncols=min(len(by_ckpt), 6), loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
     """The held-out results in short, for orchestrators (``compass.runtime.stage_summary``)."""
     lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
@@ -103,6 +123,7 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
                   "Accuracy per suite; in brackets, the change from the checkpoint the stage started from "
                   "(SFT: base; merge: Long-CoT SFT; reasoning RL: merged; final: reasoning RL).", ""]
         lines += checkpoint_table(by_ckpt) + [""]
+        lines += ["![accuracy per suite and checkpoint](checkpoints.png)", ""]
         lines += ["Checkpoints: " + ", ".join(f"{LABELS[s]} `{v['uri']}`" for s, v in by_ckpt.items()), ""]
     if by_ckpt and config.samples_per_prompt > 1:
         lines += ["## pass@k, mean@k, maj@k", ""] + k_table(by_ckpt) + [""]
@@ -166,6 +187,7 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
                                                     **summary, "checkpoints": checkpoints},
                                                    indent=2, sort_keys=True) + "\n")
     rep.path("summary.md").write_text(summary_md(by_ckpt, config))      # what the Prefect UI shows
+    plot_checkpoints(by_ckpt, rep.path("checkpoints.png"))
     rep.path("report.md").write_text(render_report(model_art.uri, config, summary, final,
                                                    {r["id"]: r for r in rows}, by_ckpt))
     extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(final),

@@ -164,3 +164,5 @@ def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_art
     assert "## Every checkpoint of the run" in md and "| final | " in md
     assert "0.500 (+0.500)" in md                                # the final's change over the base
     assert "## pass@k, mean@k, maj@k" in md
+    png = store.open(res.outputs["report"]).local_dir() / "checkpoints.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "(checkpoints.png)" in md
