@@ -10,18 +10,20 @@ from compass.progress import progress
 
 
 def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_per_prompt: int,
-                       max_new_tokens: int, temperature: float, seed: int, batch_size: int) -> list[dict]:
+                       max_new_tokens: int, temperature: float, seed: int, batch_size: int,
+                       generate=None) -> list[dict]:
     """One result dict per (prompt, sample), in the order of ``rows``: ``samples_per_prompt`` samples of at
     most ``max_new_tokens`` (``temperature`` 0: greedy), ``batch_size`` prompts per generate call, prompts
     sorted by length; each scored by the gym verifier named in the row's ``verifier``. The suite of a row
-    is its ``suite`` when it has one, else its ``domain``."""
+    is its ``suite`` when it has one, else its ``domain``. ``generate``: a function like
+    ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout_sampler.sampler``'s."""
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i]["prompt"]), i))
     completions: dict[int, list[dict]] = {}
     bs = batch_size
     for b, start in enumerate(progress(range(0, len(order), bs), total=-(-len(order) // bs), desc="eval",
                                        unit="batch")):
         idx = order[start:start + bs]
-        outs = sample(model, tok, [rows[i]["prompt"] for i in idx], n=samples_per_prompt,
+        outs = (generate or sample)(model, tok, [rows[i]["prompt"] for i in idx], n=samples_per_prompt,
                       max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + b)
         completions.update(zip(idx, outs))
     results = []

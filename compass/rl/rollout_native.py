@@ -44,10 +44,13 @@ def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams, *, eos: int,
-           record_routes: bool, compact_at: float = 0.25) -> list[dict]:
+           record_routes: bool, compact_at: float = 0.25, pad: int | None = None) -> list[dict]:
     """Sample ``n`` completions of every prompt; one dict per row (prompt-major, as ``generate`` orders them):
     ``ids`` list, ``logprobs``/``entropies`` ``[len]`` float32, ``routes`` ``[len(prompt)+len, layers, k]`` int16
     (the last sampled token's row is -1: it is never run) or None.
+
+    ``sampling.temperature`` 0 is greedy (evaluation): the most likely token other than ``pad`` (as
+    transformers' ``generate`` with the pad suppressed), log-probs and entropies at temperature 1.
 
     Rows that produced eos leave the batch once at least ``compact_at`` of the active rows have.
     """
@@ -82,11 +85,19 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
     n_layers = len(routes_pre) if routes_pre else 0
     routes_gen = torch.full((B, T, n_layers, w.top_k), -1, dtype=torch.int16) if record_routes and n_layers else None
     running = torch.ones(B, dtype=torch.bool)                                    # per active row
+    greedy = sampling.temperature == 0
     for t in range(T):
-        logp = torch.log_softmax((last @ w.lm_head).float() / sampling.temperature, dim=-1)   # [A, V]
+        logits = (last @ w.lm_head).float()
+        logp = torch.log_softmax(logits if greedy else logits / sampling.temperature, dim=-1)   # [A, V]
         p = logp.exp()
         # one uniform per row of the whole batch, every step: the draws do not depend on which rows are left
-        tok = _sample(p, torch.rand(B, generator=gen, dtype=torch.float64)[active])               # [A]
+        u = torch.rand(B, generator=gen, dtype=torch.float64)[active]
+        if greedy:
+            if pad is not None:
+                logits[:, pad] = float("-inf")
+            tok = logits.argmax(-1)                                                              # [A]
+        else:
+            tok = _sample(p, u)                                                                  # [A]
         out_ids[active, t] = tok
         out_lp[active, t] = logp.gather(1, tok[:, None]).squeeze(1)
         out_ent[active, t] = -(p * logp).sum(-1)
@@ -134,7 +145,7 @@ class NativeRollout(LocalModelRollout):
         eos = self.tok.eos_token_id
         with torch.no_grad():
             weights = pack(self.model)
-        rows = decode(weights, prompt_ids, n, sampling, eos=eos,
+        rows = decode(weights, prompt_ids, n, sampling, eos=eos, pad=self.tok.pad_token_id,
                       record_routes=self.record_routes and is_moe(self.model.config))
         out: list[list[Completion]] = [[] for _ in prompt_ids]
         for b, r in enumerate(rows):

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from compass.config import StrictModel
@@ -14,6 +16,9 @@ class EvalConfig(StrictModel):
     batch_size: int = Field(128, ge=1, description="prompts per generate call (on CPU the per-step "
                                                    "overhead dominates: big batches pay)")
     report_examples: int = Field(2, ge=0, description="example responses per suite shown in report.md")
+    backend: Literal["auto", "native", "hf"] = Field(
+        "auto", description="generation: the RL engine's rollout backend (native: its KV-cache decoder; hf: "
+                            "transformers generate); auto: native where it supports the model")
 
     @model_validator(mode="after")
     def _greedy_is_one_sample(self):

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from compass.store.store import ArtifactStore
-from compass.lm import suite_scoring
 from stages.evaluation import stage as evaluation
 from stages.evaluation.config import EvalConfig
 
@@ -106,7 +105,7 @@ def test_scoring_path_with_known_answers(world_arts, tmp_path, monkeypatch):
             out.append([{"text": text, "ids": tok(text, add_special_tokens=False)["input_ids"]}] * n)
         return out
 
-    monkeypatch.setattr(suite_scoring, "sample", teacher)   # the generation the stage scores
+    monkeypatch.setattr(evaluation, "sampler", lambda backend, model, tok: teacher)   # the generation it scores
     store = ArtifactStore(str(tmp_path / "s"))
     res = evaluation.run(EvalConfig(), {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}, store)
     extra = store.open(res.outputs["results"]).manifest.extra
