@@ -16,22 +16,13 @@ keeps the plain ``ScoreFn`` signature for everything else.
 """
 from __future__ import annotations
 
-import json
 from typing import Callable, Sequence
 
 from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.score import Reward, judge as rules_judge
-from compass.rl.data import RLPrompt
+from compass.rl.data import RLPrompt, verifier_type
 
 DEFAULT_JUDGED = ("title_rules",)
-
-
-def verifier_type(verifier: str) -> str | None:
-    try:
-        spec = json.loads(verifier)
-    except (TypeError, ValueError):
-        return None
-    return spec.get("type") if isinstance(spec, dict) else None
 
 
 def advantage_flips(a: Sequence[float], b: Sequence[float]) -> int:

@@ -22,8 +22,8 @@ import json
 import logging
 
 from compass.gym.genrm_judge import GenRMJudge
-from compass.rl.data import is_reasoning_prompt, prompts_from_table
-from compass.rl.genrm_reward import DEFAULT_JUDGED, GenRMReward, verifier_type
+from compass.rl.data import is_reasoning_prompt, prompts_from_table, verifier_type
+from compass.rl.genrm_reward import DEFAULT_JUDGED, GenRMReward
 from compass.rl.stage_io import run_rl
 from stages.domain_rl.carryover import mix_carryover, select_carryover
 from stages.domain_rl.config import DomainRLConfig
