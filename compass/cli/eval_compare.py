@@ -38,7 +38,9 @@ def load_summary(ref: str, storage_options: dict) -> tuple[str, dict]:
 def accuracy_by_checkpoint(summary: dict) -> dict[str, dict[str, float]]:
     """label -> suite -> accuracy; a report from before per-checkpoint evaluation has only its model."""
     if summary.get("checkpoints"):
-        return {c.get("label", slot): dict(c["accuracy"]) for slot, c in summary["checkpoints"].items()}
+        ckpts = summary["checkpoints"]
+        order = summary.get("checkpoint_order") or list(ckpts)      # recipe order (the JSON's keys are sorted)
+        return {ckpts[s].get("label", s): dict(ckpts[s]["accuracy"]) for s in order if s in ckpts}
     return {"final": {s: v["accuracy"] for s, v in summary.get("suites", {}).items()}}
 
 

@@ -91,6 +91,8 @@ def _eval_summary(rows: list[dict], cfg) -> str:
     except (ArtifactError, ValueError, KeyError) as e:
         return f"\n(no evaluation summary: {e})"
     ckpts = summary.get("checkpoints", {})
+    order = summary.get("checkpoint_order") or list(ckpts)          # recipe order (the JSON's keys are sorted)
+    ckpts = {k: ckpts[k] for k in order if k in ckpts}
     if len(ckpts) > 1:                                   # every checkpoint of the run, one column each
         suites = sorted({s for c in ckpts.values() for s in c["accuracy"]})
         lines = ["\nheld-out accuracy of every checkpoint (the last: " + summary.get("model", "?") + "):",

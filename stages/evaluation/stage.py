@@ -188,7 +188,8 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
                        "accuracy": {k: x["accuracy"] for k, x in v["suites"].items()},
                        "k_metrics": v["k"]} for s, v in by_ckpt.items()}
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),
-                                                    **summary, "checkpoints": checkpoints},
+                                                    **summary, "checkpoints": checkpoints,
+                                                    "checkpoint_order": list(checkpoints)},   # JSON sorts keys
                                                    indent=2, sort_keys=True) + "\n")
     rep.path("summary.md").write_text(summary_md(by_ckpt, config))      # what the Prefect UI shows
     plot_checkpoints(by_ckpt, rep.path("checkpoints.png"))

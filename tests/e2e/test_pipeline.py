@@ -51,6 +51,8 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     assert (read["base"], read["merged"], read["model"]) == (made["base_ckpt"], made["thinking_base"],
                                                              made["ckpt_final"])
     assert "held-out accuracy of every checkpoint" in out
+    header = next(ln for ln in out.split("held-out accuracy of every checkpoint")[1].splitlines() if "suite" in ln)
+    assert header.index("base") < header.index("Long-CoT SFT") < header.index("reasoning RL") < header.index("final")
 
     # Starting from a stored artifact skips every stage only needed to make it, and the artifact
     # given is the one used: here the Long-CoT SFT checkpoint stands in for the merged model.

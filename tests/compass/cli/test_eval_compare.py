@@ -33,6 +33,16 @@ def test_compare_two_runs_by_store_and_by_uri(tmp_path, capsys):
     assert "+0.150" in out and "—" in out
 
 
+def test_rows_follow_the_reports_checkpoint_order(tmp_path, capsys):
+    for run in ("a", "b"):
+        art = _report(tmp_path / run, {"phase1": ("reasoning RL", {"math": 0.5}), "base": ("base", {"math": 0.0})})
+    summary = json.loads(art.read_bytes("summary.json"))
+    assert list(summary["checkpoints"]) == ["phase1", "base"]
+    from compass.cli.eval_compare import accuracy_by_checkpoint
+    assert list(accuracy_by_checkpoint({**summary, "checkpoint_order": ["base", "phase1"]})) == ["base",
+                                                                                               "reasoning RL"]
+
+
 def test_an_older_report_counts_as_its_final_checkpoint(tmp_path, capsys):
     _report(tmp_path / "a", None, suites={"math": {"accuracy": 0.2}})
     _report(tmp_path / "b", {"model": ("final", {"math": 0.25})})

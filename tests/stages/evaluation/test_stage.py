@@ -155,6 +155,7 @@ def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_art
     assert extra["checkpoints"]["base"]["ecommerce"] == 0.0
     assert extra["checkpoints"]["model"]["ecommerce"] == 0.5 == extra["accuracy"]["ecommerce"]
     summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    assert summary["checkpoint_order"] == ["base", "model"]                  # recipe order, not the JSON's sorted keys
     k = summary["checkpoints"]["model"]["k_metrics"]["ecommerce"]
     assert k["k"] == 4 and k["mean"] == 0.5 and k["pass"]["1"] == 0.5 and k["pass"]["4"] == 1.0
     assert k["pass"]["2"] == pytest.approx(1 - 1 / 6)          # 1 - C(2,2)/C(4,2)
