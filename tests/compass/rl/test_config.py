@@ -123,8 +123,9 @@ def test_the_shipped_config_holds_the_values_it_held_flat():
     from compass.dag.config import PipelineConfig
     from stages.genrm.config import _grpo_default
     cfg = load_yaml(PipelineConfig, REPO / "configs" / "tiny.yaml")
-    # tiny.yaml: the defaults, 96 new tokens, and zero-variance elimination on (the skip, N in {4, 8})
-    flat = RLConfig(rollout={"max_new_tokens": 96},
+    # tiny.yaml: the defaults, 30 steps (compass bench recipe), 96 new tokens, and zero-variance
+    # elimination on (the skip, N in {4, 8})
+    flat = RLConfig(steps=30, rollout={"max_new_tokens": 96},
                     sampling={"prefilter": {}, "auto_group_size": {"candidates": [4, 8]}}).model_dump()
     for section in (cfg.reasoning_rl, cfg.domain_rl):
         assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
