@@ -187,10 +187,12 @@ def _orphan_sandbox_workers() -> int:
 
 
 def test_a_cancelled_future_is_skipped_and_the_service_goes_on():
+    from compass.gym.service import PIPELINE_DEPTH
     with RewardService(1) as svc:
-        futs = [svc.submit("code", _code(0.3)) for _ in range(3)]
-        assert futs[2].cancel()                         # still queued: cancellable
-        assert futs[0].result(60).score == 1.0 and futs[1].result(60).score == 1.0
+        # one worker takes PIPELINE_DEPTH tasks at once; the last of these stays queued until the first is done
+        futs = [svc.submit("code", _code(0.5)) for _ in range(PIPELINE_DEPTH + 2)]
+        assert futs[-1].cancel()                        # still queued: cancellable
+        assert all(f.result(60).score == 1.0 for f in futs[:-1])
         assert svc._thread.is_alive()
         assert svc.submit("tool_call", TOOL_ROW).result(30).score == 4.0
 
