@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from compass.rl.run_summary import zero_variance_tokens as run_zero_variance_tokens
+
 CKPTS = ("base", "sft_longcot", "sft_domain", "merged", "phase1", "model")
 FIGURES = ("sft_longcot_home_gain", "sft_domain_home_gain", "merge_min_margin", "reasoning_rl_gain",
            "domain_rl_gain", "reasoning_forgetting", "rl_zero_variance_token_share")
@@ -66,12 +68,8 @@ def figures(checkpoints: dict[str, dict], thinking: list[str], domain: list[str]
 
 def zero_variance_tokens(metrics_files: list[Path]) -> tuple[int, int]:
     """(rollout tokens in zero-variance groups, all rollout tokens) over the metrics rows of the files."""
-    zv = total = 0.0
-    for f in metrics_files:
-        for line in f.read_text().splitlines():
-            r = json.loads(line)
-            total += r["tokens"]
-            zv += (r["zero_variance_token_share_all_pass"] + r["zero_variance_token_share_all_fail"]) * r["tokens"]
+    rows = [json.loads(line) for f in metrics_files for line in f.read_text().splitlines()]
+    zv, total = run_zero_variance_tokens(rows)
     return round(zv), round(total)
 
 

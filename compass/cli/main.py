@@ -90,16 +90,15 @@ def _eval_summary(rows: list[dict], cfg) -> str:
         summary = json.loads(art.read_bytes("summary.json"))
     except (ArtifactError, ValueError, KeyError) as e:
         return f"\n(no evaluation summary: {e})"
-    ckpts = summary.get("checkpoints", {})
-    order = summary.get("checkpoint_order") or list(ckpts)          # recipe order (the JSON's keys are sorted)
-    ckpts = {k: ckpts[k] for k in order if k in ckpts}
-    if len(ckpts) > 1:                                   # every checkpoint of the run, one column each
-        suites = sorted({s for c in ckpts.values() for s in c["accuracy"]})
+    from compass.cli.eval_compare import accuracy_by_checkpoint
+    if len(summary.get("checkpoints") or {}) > 1:        # every checkpoint of the run, one column each
+        acc = accuracy_by_checkpoint(summary)
+        suites = sorted({s for a in acc.values() for s in a})
         lines = ["\nheld-out accuracy of every checkpoint (the last: " + summary.get("model", "?") + "):",
-                 "  " + f"{'suite':<12}" + "".join(f"{c.get('label', k)[:13]:>14}" for k, c in ckpts.items())]
+                 "  " + f"{'suite':<12}" + "".join(f"{label[:13]:>14}" for label in acc)]
         for suite in suites:
             lines.append("  " + f"{suite:<12}" + "".join(
-                f"{c['accuracy'][suite]:>14.3f}" if suite in c["accuracy"] else f"{'—':>14}" for c in ckpts.values()))
+                f"{a[suite]:>14.3f}" if suite in a else f"{'—':>14}" for a in acc.values()))
         return "\n".join(lines)
     lines = [f"\nheld-out accuracy of {summary.get('model', '?')}:"]
     for suite, s in sorted(summary.get("suites", {}).items()):

@@ -7,9 +7,9 @@ A or TIE → 1, B → 0, no well-formed verdict → 0 (reason ``genrm_malformed`
 reward audit does not blame the answer). Every other prompt is scored by its gym verifier as usual.
 
 The rules verifier of a judged prompt is still run, to audit the judge: per judged sample whether the
-two agree (rules score above the pass threshold vs the judge's 1) and whether the GRPO advantage would
-flip sign (r − group mean positive under one reward and negative under the other): the samples the
-judge teaches the opposite of what the rules would. ``counters()`` holds the counts.
+two agree (rules score above the pass threshold vs the judge's 1) and whether the judge's GRPO advantage
+points the wrong way for the rules' verdict (``compass.rl.advantage_flips``, the paper's §2.4.3 flips):
+the samples the judge teaches the opposite of what the rules would. ``counters()`` holds the counts.
 
 The engine calls ``score_group(prompt, texts)`` for a whole group (the judge is batched); ``__call__``
 keeps the plain ``ScoreFn`` signature for everything else.
@@ -20,16 +20,10 @@ from typing import Callable, Sequence
 
 from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.score import Reward, judge as rules_judge
+from compass.rl.advantage_flips import advantage_flips
 from compass.rl.data import RLPrompt, verifier_type
 
 DEFAULT_JUDGED = ("title_rules",)
-
-
-def advantage_flips(a: Sequence[float], b: Sequence[float]) -> int:
-    """Samples whose group-relative advantage (r − mean) is positive under one reward vector and negative
-    under the other."""
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    return sum((x - ma) * (y - mb) < 0 for x, y in zip(a, b))
 
 
 class GenRMReward:

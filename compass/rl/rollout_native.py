@@ -91,6 +91,7 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
         logp = torch.log_softmax(logits if greedy else logits / sampling.temperature, dim=-1)   # [A, V]
         p = logp.exp()
         # one uniform per row of the whole batch, every step: the draws do not depend on which rows are left
+        # (greedy draws them too, unused, so a seed's generator stream is the same whatever the temperature)
         u = torch.rand(B, generator=gen, dtype=torch.float64)[active]
         if greedy:
             if pad is not None:

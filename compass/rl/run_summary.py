@@ -21,14 +21,19 @@ def _pick(rows: Sequence[dict], k: int) -> list[dict]:
     return [rows[i] for i in idx]
 
 
+def zero_variance_tokens(metrics: Sequence[dict]) -> tuple[float, int]:
+    """(rollout tokens in zero-variance groups, all rollout tokens) over per-step metrics rows."""
+    zv = sum((m["zero_variance_token_share_all_pass"] + m["zero_variance_token_share_all_fail"]) * m["tokens"]
+             for m in metrics)
+    return zv, sum(m["tokens"] for m in metrics)
+
+
 def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict) -> str:
     """Markdown of one RL run: ``metrics`` one row per step, ``summary`` the run's (``RLResult.summary``)."""
     lines = [f"## {desc}: the run", ""]
     if not metrics:
         return "\n".join(lines + ["No step ran."]) + "\n"
-    tokens = sum(m["tokens"] for m in metrics)
-    zv_tokens = sum((m["zero_variance_token_share_all_pass"] + m["zero_variance_token_share_all_fail"]) * m["tokens"]
-                    for m in metrics)
+    zv_tokens, tokens = zero_variance_tokens(metrics)
     groups = sum(m["groups"] for m in metrics)
     skipped = sum(m.get("prompts_skipped", 0) for m in metrics)
     lines += [f"{len(metrics)} steps, {tokens:,} rollout tokens. Training reward {_f(summary['reward_mean_first'])} "

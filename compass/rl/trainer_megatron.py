@@ -194,7 +194,7 @@ class MegatronTrainer(TrainerBackend):
         grad_norm = 0.0
         with self._routing(routes, B, L), torch.set_grad_enabled(has_signal):
             logp, entropy = self._token_logprobs(batch, cfg.rollout.temperature)
-            ent = entropy if old_entropy is None else old_entropy.detach().float().to(self.device)
+            ent = entropy if old_entropy is None else old_entropy.float().to(self.device)
             loss, lm, token_adv = policy_loss(cfg.loss.kind, logp, old_logp, advantages, mask,
                                               entropy=ent.detach(), vocab_size=self.hf_config.vocab_size,
                                               settings=cfg.loss.model_dump(exclude={"kind"}))

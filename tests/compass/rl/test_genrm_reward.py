@@ -27,9 +27,10 @@ def by_length(asks: list[str]) -> list[str]:
 
 
 def test_advantage_flips_by_hand():
-    # means 0.5 and 0.5: sample 0 is + under a, - under b; sample 1 the reverse; 2 and 3 agree
+    # model advantages +,-,+,-: sample 0 is wrong and pushed up, sample 1 right and pushed down
     assert advantage_flips([1, 0, 1, 0], [0, 1, 1, 0]) == 2
-    assert advantage_flips([1, 1, 1, 1], [1, 0, 0, 0]) == 0          # no spread under a: nothing flips
+    assert advantage_flips([1, 1, 1, 1], [1, 0, 0, 0]) == 0          # no spread in the model's rewards: nothing flips
+    assert advantage_flips([1, 0, 1, 1], [1, 1, 1, 1]) == 1          # an all-correct group: the one pushed down
 
 
 def test_judged_group_rewards_reasons_and_audit():

@@ -17,10 +17,14 @@ gives every equally-good response the same reward (TIE → 1), hence advantage 0
 A response of a mixed group that gets advantage 0 is not a flip but lost signal
 (``missed``: e.g. a judge that writes no verdict for any response). ``tol`` (default 1e-6) only absorbs float rounding: GRPO's std normalization makes
 any real score gap a full-sized advantage.
+
+Used by the GenRM stage (Bradley–Terry vs GenRM on held-out groups) and by the RL stages' GenRM reward
+(``compass.rl.genrm_reward``: the judge's rewards against the rules verifier's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -37,6 +41,12 @@ def flipped(true_rewards: list[float], advantages: list[float], tol: float = 1e-
     if len(true_rewards) != len(advantages):
         raise ValueError(f"flipped: {len(true_rewards)} true rewards for {len(advantages)} advantages")
     return [(t > 0.5 and a < -tol) or (t <= 0.5 and a > tol) for t, a in zip(true_rewards, advantages)]
+
+
+def advantage_flips(model_rewards: Sequence[float], true_rewards: Sequence[float], tol: float = 1e-6) -> int:
+    """Responses of one group whose GRPO advantage under ``model_rewards`` points the wrong way for
+    ``true_rewards`` (``flipped``); 0 when the model rewards do not vary."""
+    return sum(flipped(list(true_rewards), group_advantages(list(model_rewards)), tol))
 
 
 @dataclass
