@@ -34,6 +34,7 @@ class HfRollout(LocalModelRollout):
             ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
             attn[i, width - len(p):] = 1
         torch.manual_seed(sampling.seed)
+        greedy = sampling.temperature == 0       # evaluation; log-probs are then the untempered distribution's
         was_training = model.training
         model.eval()
         recorder = contextlib.nullcontext()
@@ -42,12 +43,13 @@ class HfRollout(LocalModelRollout):
             recorder = record_routes(model)
         with recorder as rec:
             out = model.generate(input_ids=ids, attention_mask=attn, max_new_tokens=sampling.max_new_tokens,
-                                 do_sample=True, temperature=sampling.temperature, top_k=None, top_p=None,
+                                 do_sample=not greedy, temperature=None if greedy else sampling.temperature,
+                                 top_k=None, top_p=None, suppress_tokens=[pad] if greedy else None,
                                  num_return_sequences=n, pad_token_id=pad, eos_token_id=eos,
                                  return_dict_in_generate=True, output_logits=True)
         model.train(was_training)
         gen = out.sequences[:, width:]                                           # [B*n, T]
-        logits = torch.stack(out.logits, dim=1).float() / sampling.temperature  # [B*n, T, V]
+        logits = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else sampling.temperature)  # [B*n, T, V]
         logprobs_all = torch.log_softmax(logits, dim=-1)
         token_logp = logprobs_all.gather(-1, gen.unsqueeze(-1)).squeeze(-1)     # [B*n, T]
         entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)                  # [B*n, T]

@@ -16,9 +16,12 @@ class EvalConfig(StrictModel):
     batch_size: int = Field(128, ge=1, description="prompts per generate call (on CPU the per-step "
                                                    "overhead dominates: big batches pay)")
     report_examples: int = Field(2, ge=0, description="example responses per suite shown in report.md")
-    backend: Literal["auto", "native", "hf"] = Field(
+    backend: Literal["auto", "native", "hf", "vllm"] = Field(
         "auto", description="generation: the RL engine's rollout backend (native: its KV-cache decoder; hf: "
-                            "transformers generate); auto: native where it supports the model")
+                            "transformers generate; vllm: the vLLM worker); auto: native where it supports the model")
+    workers: int = Field(0, ge=0, description="0: generate in the stage's process; N: N Ray actors each run the "
+                                              "backend on a copy of the checkpoint and a share of the prompts "
+                                              "(compass.rl.rollout_ray), as rollout does")
 
     @model_validator(mode="after")
     def _greedy_is_one_sample(self):

@@ -4,8 +4,8 @@ Loads each checkpoint given (``model``, the one evaluated: ``ckpt_final`` in the
 ``base``, ``sft_longcot``, ``sft_domain``, ``merged``, ``phase1``: the earlier ones), samples
 ``samples_per_prompt`` completions for every prompt of ``suites`` through the RL engine's rollout
 backend (``backend``: the native KV-cache decoder where it supports the model, else transformers
-``generate``; greedy by default, batched, prompts sorted by length: ``compass.lm.suite_scoring``,
-``compass.rl.rollout_sampler``), scores each
+``generate``; or vLLM; on ``workers`` Ray actors when set; greedy by default, batched, prompts sorted by
+length: ``compass.lm.suite_scoring``, ``compass.rl.rollout_sampler``), scores each
 with the gym verifier named in the prompt's ``verifier`` column, and writes one ``eval_results`` row
 per (checkpoint, sample) plus a ``report`` artifact. ``report.md``: the checkpoint × suite table with
 the change each stage made (the paper's Tables 2–5 shape: a stage against the checkpoint it started
@@ -16,7 +16,7 @@ table as bars. ``summary.json`` holds the same numbers. The suite of a prompt is
 ``domain``. The evaluated checkpoint's accuracy per suite and every checkpoint's go in the manifests'
 ``extra``.
 
-Not done: GenRM-judged suites, vLLM and Ray-worker generation. Public suites (MATH-500, AIME, IFEval, ...) are
+Not done: GenRM-judged suites. Public suites (MATH-500, AIME, IFEval, ...) are
 not bundled; an imported ``prompts`` table can stand in for ``eval_prompts`` (docs/import.md).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
 from compass.lm.sample_metrics import k_metrics
 from compass.lm.suite_scoring import generate_and_score, summarize
-from compass.rl.rollout_sampler import sampler
+from compass.rl.rollout_sampler import open_sampler
 from stages.evaluation.config import EvalConfig
 from stages.evaluation.spec import CHECKPOINTS
 
@@ -167,12 +167,13 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     for slot in [s for s in CHECKPOINTS if s in inputs]:          # recipe order, the evaluated one last
         art = inputs[slot]
         model, tok = load_checkpoint(art.local_dir())
-        log.info("evaluating %s (%s) on %d prompts x %d sample(s)", LABELS[slot], art.uri, len(rows),
-                 config.samples_per_prompt)
-        got = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.samples_per_prompt,
-                                 max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                                 seed=config.seed, batch_size=config.batch_size,
-                                 generate=sampler(config.backend, model, tok))
+        with open_sampler(config.backend, model, tok, workers=config.workers) as generate:
+            log.info("evaluating %s (%s) on %d prompts x %d sample(s), %s%s", LABELS[slot], art.uri, len(rows),
+                     config.samples_per_prompt, getattr(generate, "backend", "hf"),
+                     f" on {config.workers} Ray workers" if config.workers else "")
+            got = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.samples_per_prompt,
+                                     max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                                     seed=config.seed, batch_size=config.batch_size, generate=generate)
         del model
         for r in got:
             r["checkpoint"] = slot

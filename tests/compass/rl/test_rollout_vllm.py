@@ -150,6 +150,20 @@ def test_eos_max_new_tokens_finished_and_shapes(engine):
     assert [[c.ids for c in g] for g in again] == [[c.ids for c in g] for g in results], "same seed, same samples"
 
 
+@torch.no_grad()
+def test_greedy_picks_the_most_likely_token(engine):
+    """Temperature 0 (the evaluation stage's default) is vLLM's greedy: at every step the token with the
+    highest logit under a teacher-forced transformers forward (float32: within rounding)."""
+    backend, model, tok = engine
+    prompts = _prompts(tok)
+    results = backend.generate(prompts, 1, SamplingParams(max_new_tokens=10, temperature=0.0, seed=0))
+    for p, (c,) in zip(prompts, results):
+        assert c.ids
+        logits = model(torch.tensor([p + c.ids])).logits[0, len(p) - 1:-1].float()     # [len(ids), V]
+        chosen = logits.gather(-1, torch.tensor(c.ids)[:, None])[:, 0]
+        assert float((logits.max(-1).values - chosen).max()) < 1e-3
+
+
 def test_missing_environment_names_the_fix(tmp_path, monkeypatch):
     missing = tmp_path / "no-venv" / "bin" / "python"
     model, tok = _policy()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
@@ -80,6 +81,22 @@ def test_greedy_is_deterministic_and_second_run_reuses(evaluated, tmp_path):
     assert a == b
 
 
+@pytest.mark.parametrize("backend,workers", [("vllm", 0), ("native", 2)])
+def test_vllm_and_ray_workers_give_the_in_process_responses(evaluated, tmp_path, backend, workers):
+    """The same greedy evaluation through vLLM, or on two Ray actors with half the prompts each: the same
+    responses as the in-process native decoder (float sums in another order may break a near-tie: 98%)."""
+    store, inputs, result, arts = evaluated
+    other = ArtifactStore(str(tmp_path / backend))
+    res = evaluation.run(EvalConfig(**FAST, backend=backend, workers=workers), inputs, other)
+    got = other.open(res.outputs["results"]).read_table().to_pylist()
+    want = {r["prompt_id"]: r["response"] for r in arts["results"].read_table().to_pylist()}
+    assert len(got) == len(want)
+    same = sum(r["response"] == want[r["prompt_id"]] for r in got)
+    assert same >= 0.98 * len(got), f"{backend} x{workers}: {same}/{len(got)} responses as in-process native"
+    summary = json.loads((other.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    assert summary["config"]["backend"] == backend and summary["config"]["workers"] == workers
+
+
 def test_several_samples_per_prompt(world_arts, tmp_path):
     store = ArtifactStore(str(tmp_path / "s"))
     cfg = EvalConfig(samples_per_prompt=2, temperature=1.0, max_new_tokens=4)
@@ -105,7 +122,11 @@ def test_scoring_path_with_known_answers(world_arts, tmp_path, monkeypatch):
             out.append([{"text": text, "ids": tok(text, add_special_tokens=False)["input_ids"]}] * n)
         return out
 
-    monkeypatch.setattr(evaluation, "sampler", lambda backend, model, tok: teacher)   # the generation it scores
+    @contextmanager
+    def fixed(backend, model, tok, workers=0):
+        yield teacher
+
+    monkeypatch.setattr(evaluation, "open_sampler", fixed)   # the generation it scores
     store = ArtifactStore(str(tmp_path / "s"))
     res = evaluation.run(EvalConfig(), {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}, store)
     extra = store.open(res.outputs["results"]).manifest.extra
