@@ -32,7 +32,8 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
         spec = parse_verifier(row["verifier"])          # once per row, not per sample
         for k, c in enumerate(completions[i]):
             s, reason = judge(spec, c["text"], row["reference"])
-            results.append({"model": model_uri, "suite": suite, "prompt_id": row["id"], "sample_idx": k,
+            results.append({"model": model_uri, "suite": suite, "language": row.get("language"),
+                            "prompt_id": row["id"], "sample_idx": k,
                             "response": c["text"], "score": s, "correct": s >= 1.0, "reason": reason,
                             "difficulty": row.get("difficulty"), "num_tokens": len(c["ids"]),
                             "finished": tok.eos_token_id in c["ids"]})
@@ -41,7 +42,8 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
 
 def summarize(results: list[dict]) -> dict:
     """Per suite: prompts, samples, accuracy (mean of ``correct``), mean score, mean tokens,
-    share of samples that ended (eos) and accuracy per difficulty; overall: the verifiers' reasons by count."""
+    share of samples that ended (eos), accuracy per difficulty and per language (where rows carry one);
+    overall: the verifiers' reasons by count."""
     by_suite: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_suite[r["suite"]].append(r)
@@ -49,9 +51,12 @@ def summarize(results: list[dict]) -> dict:
     for name in sorted(by_suite):
         rs = by_suite[name]
         by_diff: dict[int, list[bool]] = defaultdict(list)
+        by_lang: dict[str, list[bool]] = defaultdict(list)
         for r in rs:
             if r["difficulty"] is not None:
                 by_diff[int(r["difficulty"])].append(r["correct"])
+            if r.get("language"):
+                by_lang[r["language"]].append(r["correct"])
         suites[name] = {
             "prompts": len({r["prompt_id"] for r in rs}),
             "samples": len(rs),
@@ -61,6 +66,8 @@ def summarize(results: list[dict]) -> dict:
             "finished_rate": sum(r["finished"] for r in rs) / len(rs),
             "closed_think_rate": sum(THINK_CLOSE in r["response"] for r in rs) / len(rs),
             "accuracy_by_difficulty": {str(d): sum(v) / len(v) for d, v in sorted(by_diff.items())},
+            "accuracy_by_language": {lang: sum(v) / len(v) for lang, v in sorted(by_lang.items())},
+            "samples_by_language": {lang: len(v) for lang, v in sorted(by_lang.items())},
         }
     n = len(results)
     reasons: dict[str, int] = defaultdict(int)

@@ -39,7 +39,8 @@ from stages.evaluation.spec import CHECKPOINTS
 log = logging.getLogger("compass.evaluation")
 
 RESULTS_SCHEMA = pa.schema([
-    pa.field("checkpoint", pa.string()), pa.field("model", pa.string()), pa.field("suite", pa.string()), pa.field("prompt_id", pa.string()),
+    pa.field("checkpoint", pa.string()), pa.field("model", pa.string()), pa.field("suite", pa.string()),
+    pa.field("language", pa.string()), pa.field("prompt_id", pa.string()),
     pa.field("sample_idx", pa.int32()), pa.field("response", pa.string()), pa.field("score", pa.float64()),
     pa.field("correct", pa.bool_()), pa.field("difficulty", pa.int32()), pa.field("num_tokens", pa.int32()),
     pa.field("finished", pa.bool_()), pa.field("reason", pa.string()),
@@ -74,6 +75,28 @@ def checkpoint_table(by_ckpt: dict[str, dict]) -> list[str]:
         cells.append("—" if acc is None else f"{acc:.3f}" + ("" if old is None else f" ({acc - old:+.3f})"))
         lines.append(f"| {LABELS[slot]} | " + " | ".join(cells) + " |")
     return lines
+
+
+def language_table(by_ckpt: dict[str, dict]) -> list[str]:
+    """Markdown: accuracy per language of every suite whose prompts come in several languages (the paper's
+    multilingual tables), one column per checkpoint; [] when no suite has two languages."""
+    rows = []
+    for suite in sorted({s for v in by_ckpt.values() for s in v["suites"]}):
+        langs = sorted({lang for v in by_ckpt.values() for lang in v["suites"].get(suite, {}).get("accuracy_by_language", {})})
+        if len(langs) < 2:
+            continue
+        for lang in langs:
+            n = next((v["suites"][suite]["samples_by_language"].get(lang) for v in by_ckpt.values()
+                      if suite in v["suites"]), None)
+            cells = []
+            for v in by_ckpt.values():
+                acc = v["suites"].get(suite, {}).get("accuracy_by_language", {}).get(lang)
+                cells.append("—" if acc is None else f"{acc:.3f}")
+            rows.append(f"| {suite} | {lang} | {n} | " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return (["| suite | language | samples | " + " | ".join(LABELS[s] for s in by_ckpt) + " |",
+             "|---|---|---:|" + "---:|" * len(by_ckpt)] + rows)
 
 
 def k_table(by_ckpt: dict[str, dict]) -> list[str]:
@@ -111,6 +134,8 @@ def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
     lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
              f"{config.samples_per_prompt} sample(s) per prompt)", ""]
     lines += checkpoint_table(by_ckpt)
+    if langs := language_table(by_ckpt):
+        lines += ["", "### Per language", ""] + langs
     if config.samples_per_prompt > 1:
         lines += ["", "### pass@k, mean@k, maj@k", ""] + k_table(by_ckpt)
     return "\n".join(lines) + "\n"
@@ -128,6 +153,9 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
         lines += checkpoint_table(by_ckpt) + [""]
         lines += ["![accuracy per suite and checkpoint](checkpoints.png)", ""]
         lines += ["Checkpoints: " + ", ".join(f"{LABELS[s]} `{v['uri']}`" for s, v in by_ckpt.items()), ""]
+    if by_ckpt and (langs := language_table(by_ckpt)):
+        lines += ["## Per language", "", "Accuracy of each multilingual suite per prompt language.", ""]
+        lines += langs + [""]
     if by_ckpt and config.samples_per_prompt > 1:
         lines += ["## pass@k, mean@k, maj@k", ""] + k_table(by_ckpt) + [""]
     lines += [f"## {LABELS['model']} checkpoint", "",

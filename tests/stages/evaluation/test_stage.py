@@ -69,6 +69,28 @@ def test_report_files(evaluated):
         assert f"| `{code}` | {n} |" in md
 
 
+def test_accuracy_per_language_of_multilingual_suites(evaluated):
+    """Each result row carries its prompt's language; a suite in several languages gets its accuracy per
+    language (counted here from the rows), and a row of the report's per-language table for each."""
+    _, _, _, arts = evaluated
+    rows = arts["results"].read_table().to_pylist()
+    by: dict = {}
+    for r in rows:
+        by.setdefault(r["suite"], {}).setdefault(r["language"], []).append(r["correct"])
+    multi = {s: langs for s, langs in by.items() if len(langs) > 1}
+    assert multi, "the world's e-commerce prompts come in several languages"
+    d = arts["report"].local_dir()
+    summary = json.loads((d / "summary.json").read_text())
+    md, ui = (d / "report.md").read_text(), (d / "summary.md").read_text()
+    assert "## Per language" in md and "### Per language" in ui
+    for suite, langs in by.items():
+        got = summary["suites"][suite]["accuracy_by_language"]
+        assert got == pytest.approx({lang: sum(v) / len(v) for lang, v in langs.items()})
+        for lang, v in langs.items():
+            line = f"| {suite} | {lang} | {len(v)} | {sum(v) / len(v):.3f} |"
+            assert (line in md) == (suite in multi), line
+
+
 def test_greedy_is_deterministic_and_second_run_reuses(evaluated, tmp_path):
     store, inputs, result, arts = evaluated
     again = evaluation.run(EvalConfig(**FAST), inputs, store)
