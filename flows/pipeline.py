@@ -1,13 +1,15 @@
-"""The pipeline flow: every stage of the DAG in order, each as one Prefect task."""
+"""The pipeline flow: every stage of the DAG in order, each as one Prefect task; the run is then named and
+tagged after which stage runs ran and which reused stored outputs."""
 from __future__ import annotations
 
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from flows.run_labels import label_flow_run
 from flows.stage_task import stage_task
 from compass.config import load_yaml, validate
 from compass.dag.config import PipelineConfig
-from compass.dag.run_plan import make_run_plan, summary_markdown
+from compass.dag.run_plan import make_run_plan, pipeline_run_labels, summary_markdown
 
 
 @flow(name="pipeline", log_prints=True)
@@ -24,4 +26,5 @@ def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = 
         run.record(node, res["outputs"])
         rows.append(res)
     create_markdown_artifact(summary_markdown(rows, run.store, run.store_options), key="pipeline-summary")
+    label_flow_run(*pipeline_run_labels(rows))
     return rows

@@ -1,10 +1,13 @@
 """The one Prefect task every stage runs in: retries on infrastructure errors only,
-and publishes the run's markdown summary as a Prefect artifact."""
+publishes the run's markdown summary as a Prefect artifact, and renames the task run after what it did
+(``sft_longcot · ran 152 s``, ``world · reused``)."""
 from __future__ import annotations
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
+from flows.run_labels import name_task_run
+from compass.dag.run_plan import stage_run_label
 from compass.runtime.invoke import invoke_stage
 from compass.runtime.runner import is_infra_error
 from compass.runtime.stage_summary import markdown_key, stage_summary
@@ -22,6 +25,7 @@ def stage_task(stage: str, run_name: str, config: dict, inputs: dict[str, str], 
                store_options: dict, output_names: dict[str, str]) -> dict:
     result = invoke_stage(stage, config=config, inputs=inputs, store=store, store_options=store_options,
                           run_name=run_name, output_names=output_names)
+    name_task_run(stage_run_label(result.to_dict()))
     create_markdown_artifact(stage_summary(result, ArtifactStore(store, storage_options=store_options)),
                              key=markdown_key(run_name), description=f"{run_name}: stage {stage}")
     return result.to_dict()

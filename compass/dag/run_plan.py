@@ -64,6 +64,20 @@ def make_run_plan(cfg: PipelineConfig, from_artifacts: list[str] | None = None,
                    provided=provided)
 
 
+def stage_run_label(result: dict) -> str:
+    """A stage run's name for orchestrators, saying what it did: ``sft_longcot · ran 152 s`` or
+    ``world · reused``."""
+    what = f"ran {result['wall_s']:.0f} s" if result["status"] == "ran" else result["status"]
+    return f"{result['run_name']} · {what}"
+
+
+def pipeline_run_labels(rows: list[dict]) -> tuple[str, list[str]]:
+    """What a pipeline run did, for orchestrators: a name suffix (``3 ran, 6 reused``) and one tag per
+    stage run (``ran:sft_longcot``, ``reused:world``), so a UI list of runs tells real work from reuse."""
+    ran = sum(r["status"] == "ran" for r in rows)
+    return f"{ran} ran, {len(rows) - ran} reused", [f"{r['status']}:{r['run_name']}" for r in rows]
+
+
 def summary_markdown(rows: list[dict], store: str, store_options: dict | None = None) -> str:
     """The pipeline run in markdown: each stage run (ran or reused, version, time), then the evaluation's
     held-out table when this run has one (its report's ``summary.md``)."""
