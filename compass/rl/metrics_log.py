@@ -12,8 +12,9 @@ from pathlib import Path
 # what the plots show: (file stem, title, metric names)
 PLOTS = [
     ("reward", "reward", ["reward_mean", "pass_rate"]),
-    ("zero_variance", "zero-variance groups", ["zero_variance_rate", "zero_variance_all_pass_rate",
-                                               "zero_variance_all_fail_rate"]),
+    ("zero_variance", "zero variance: share of groups, and of rollout tokens",
+     ["zero_variance_rate", "zero_variance_all_pass_rate", "zero_variance_all_fail_rate",
+      "zero_variance_token_share_all_pass", "zero_variance_token_share_all_fail"]),
     ("advantage", "|advantage| per rollout token", ["adv_abs_token_mean"]),
     ("entropy", "entropy", ["entropy"]),
     ("clip", "clip fraction", ["clip_frac"]),

@@ -28,8 +28,12 @@ def zero_variance_tokens(metrics: Sequence[dict]) -> tuple[float, int]:
     return zv, sum(m["tokens"] for m in metrics)
 
 
-def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict) -> str:
-    """Markdown of one RL run: ``metrics`` one row per step, ``summary`` the run's (``RLResult.summary``)."""
+PLOTS = ("reward", "zero_variance")      # compass.rl.metrics_log's plots shown in the summary, when drawn
+
+
+def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict, plots: Sequence[str] = ()) -> str:
+    """Markdown of one RL run: ``metrics`` one row per step, ``summary`` the run's (``RLResult.summary``);
+    ``plots``: PNG paths relative to the summary's artifact, shown after the table."""
     lines = [f"## {desc}: the run", ""]
     if not metrics:
         return "\n".join(lines + ["No step ran."]) + "\n"
@@ -50,4 +54,6 @@ def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict) -> str:
                      f"({_f(m['zero_variance_all_pass_rate'], '.2f')} / {_f(m['zero_variance_all_fail_rate'], '.2f')}) "
                      f"| {zt:.2f} | {m['group_size']} | {m.get('prompts_skipped', 0)} | "
                      f"{_f(m.get('adv_abs_token_mean'))} |")
+    for p in plots:
+        lines += ["", f"![{p}]({p})"]
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from compass.store.store import Artifact, ArtifactWriter
 from compass.rl.config import RLConfig
 from compass.rl.data import RLPrompt, filter_by_pass_rate
 from compass.rl.engine import RLResult, ScoreFn, rollouts_table, train
-from compass.rl.run_summary import run_summary_md
+from compass.rl.run_summary import PLOTS, run_summary_md
 
 
 def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs: dict[str, ArtifactWriter], *,
@@ -56,7 +56,8 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
     summary = {**result.summary(), **extra, "policy": policy.uri}
     save_checkpoint(model, tok, ckpt.dir, meta={"stage": desc, **summary})
     outputs["prompt_stats"].write_table(result.prompt_stats.table())
-    ckpt.path("summary.md").write_text(run_summary_md(desc, result.metrics, summary))   # for the Prefect UI
+    plots = [f"plots/{p}.png" for p in PLOTS if (ckpt.dir / "plots" / f"{p}.png").exists()]
+    ckpt.path("summary.md").write_text(run_summary_md(desc, result.metrics, summary, plots))   # for the Prefect UI
     outputs["rollouts"].write_table(rollouts_table(result.rollouts))
     for w in outputs.values():
         w.extra.update(summary)

@@ -134,6 +134,7 @@ def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
     lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
              f"{config.samples_per_prompt} sample(s) per prompt)", ""]
     lines += checkpoint_table(by_ckpt)
+    lines += ["", "![accuracy per suite and checkpoint](checkpoints.png)"]
     if langs := language_table(by_ckpt):
         lines += ["", "### Per language", ""] + langs
     if config.samples_per_prompt > 1:

@@ -38,6 +38,29 @@ def test_summary_lists_outputs_and_includes_their_markdown(tmp_path):
     assert "Reused the stored version `v1`" in reused and "| output |" not in reused
 
 
+def test_linked_pngs_of_the_artifact_are_inlined(tmp_path, monkeypatch):
+    """A PNG the summary links by a relative path is inlined as a data: URI (the UI cannot fetch a store
+    path); a link to a file not in the artifact, or to a URL, is left alone; an oversize image keeps its link."""
+    import base64
+
+    import compass.runtime.stage_summary as mod
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+    def fill(w):
+        w.path("plots").mkdir()
+        w.path("plots/reward.png").write_bytes(png)
+        w.path("big.png").write_bytes(png * 8)
+        w.path("summary.md").write_text("![reward](plots/reward.png)\n![gone](plots/none.png)\n"
+                                        "![web](https://example.org/x.png)\n![big](big.png)\n")
+    store = ArtifactStore(str(tmp_path / "a"))
+    art = commit_artifact(store, "checkpoint", "ckpt_r1", fill)
+    monkeypatch.setattr(mod, "MAX_INLINE_BYTES", len(png) * 2)
+    md = stage_summary(StageResult("reasoning_rl", "reasoning_rl", "v1", "ran", 1.0, {"checkpoint": art.uri}), store)
+    assert f"![reward](data:image/png;base64,{base64.b64encode(png).decode()})" in md
+    assert "![gone](plots/none.png)" in md and "![web](https://example.org/x.png)" in md
+    assert "![big](big.png) (big.png in" in md and "too large to inline" in md
+
+
 def test_markdown_key_is_a_valid_prefect_key():
     assert markdown_key("sft_longcot") == "sft-longcot-summary"
     assert markdown_key("Domain RL.2") == "domain-rl-2-summary"

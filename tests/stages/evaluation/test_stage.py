@@ -48,7 +48,7 @@ def test_accuracy_is_the_mean_of_correct(evaluated):
 
 
 def test_report_files(evaluated):
-    _, inputs, _, arts = evaluated
+    store, inputs, result, arts = evaluated
     d = arts["report"].local_dir()
     summary = json.loads((d / "summary.json").read_text())
     assert summary["model"] == inputs["model"].uri
@@ -65,6 +65,8 @@ def test_report_files(evaluated):
             counted[r["reason"]] = counted.get(r["reason"], 0) + 1
     assert summary["reasons"] == counted and counted, "an untrained base model should leave reasons to list"
     assert "most frequent verifier reasons" in md
+    from compass.runtime.stage_summary import stage_summary          # what the Prefect UI shows: the chart inlined
+    assert "![accuracy per suite and checkpoint](data:image/png;base64," in stage_summary(result, store)
     for code, n in list(summary["reasons"].items())[:evaluation.TOP_REASONS]:
         assert f"| `{code}` | {n} |" in md
 

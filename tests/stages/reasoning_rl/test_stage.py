@@ -103,6 +103,11 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
     assert stats_art.manifest.extra["samples"] == n
     model, tok = load_checkpoint(ckpt.local_dir())
     assert model.config.model_type == "qwen3_moe" and len(tok) > 0
+    # the UI summary shows the reward and zero-variance curves, inlined from the checkpoint's plots
+    from compass.runtime.stage_summary import stage_summary
+    summary = ckpt.local_path("summary.md").read_text()
+    assert "![plots/reward.png](plots/reward.png)" in summary and "(plots/zero_variance.png)" in summary
+    assert stage_summary(res, store).count("](data:image/png;base64,") == 2
 
     again = reasoning_rl.run(cfg, inputs, store, output_names=names)
     assert again.status == "reused" and again.outputs == res.outputs
