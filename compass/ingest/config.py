@@ -51,7 +51,8 @@ class ColumnSpec(StrictModel):
     optional steps applied in this order: regex, majority, map, join, cast."""
     from_: str | list[str] | None = Field(None, alias="from",
                                           description="a source path (dotted into nested fields, list items by "
-                                                      "number: 'meta.tags.0'), or a list of paths (a list value)")
+                                                      "number: 'meta.tags.0'), or a list of paths (a list value); "
+                                                      "'_name': a helper column defined above")
     template: str | None = Field(None, description="text with {path} placeholders ({index}: the row's index, "
                                                    "{_name}: a helper column)")
     const: Any = Field(None, description="a constant value")
@@ -116,6 +117,13 @@ class ColumnSpec(StrictModel):
         if unknown:
             raise ValueError(f"an item template knows {{item}}, {{letter}} and {{n}}, not {sorted(unknown)}")
         return v
+
+    def from_paths(self) -> set[str]:
+        """Every ``from`` path of it and its object's specs."""
+        paths = {self.from_} if isinstance(self.from_, str) else set(self.from_ or [])
+        for sub in (self.object or {}).values():
+            paths |= sub.from_paths()
+        return paths
 
     def helpers_used(self) -> set[str]:
         """The helper columns ('_name') its templates read."""
@@ -236,8 +244,10 @@ class ImportConfig(StrictModel):
     @model_validator(mode="after")
     def _helpers_defined_first(self):
         defined: set[str] = set()
+        helpers = {c for c in self.columns if c.startswith("_")}
         for col, spec in self.columns.items():
-            missing = sorted(spec.helpers_used() - defined)
+            # a ``from`` path that names a helper column reads it (a source field may also start with '_')
+            missing = sorted((spec.helpers_used() | (spec.from_paths() & helpers)) - defined)
             if missing:
                 raise ValueError(f"columns.{col}: uses {missing[0]} before it is defined (a helper column "
                                  f"comes before the columns that use it)")

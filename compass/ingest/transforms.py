@@ -99,11 +99,16 @@ def _compiled(pattern: str) -> re.Pattern:
     return re.compile(pattern)
 
 
+def _from(path: str, ctx: RowContext):
+    """A source path's value; the name of a helper column computed above is that helper's value."""
+    return ctx.helpers[path] if path in ctx.helpers else lookup(ctx.row, path)
+
+
 def _source(spec: ColumnSpec, ctx: RowContext):
     if spec.from_ is not None:
         if isinstance(spec.from_, list):
-            return [lookup(ctx.row, p) for p in spec.from_]
-        return lookup(ctx.row, spec.from_)
+            return [_from(p, ctx) for p in spec.from_]
+        return _from(spec.from_, ctx)
     if spec.template is not None:
         return render(spec.template, ctx)
     if spec.object is not None:
