@@ -199,6 +199,27 @@ def test_transforms_join_map_template_object_and_nested_paths(local_store, tmp_p
     assert [(r["field"], r["reason"]) for r in q] == [("reference", "unmapped_value"), ("_opts", "wrong_type")]
 
 
+def test_from_reads_a_helper_column_and_a_source_field_named_with_underscore(local_store, tmp_path):
+    rows = [{"_id": "a1", "q": "Add", "t": "assert add(1, 1) == 2", "fn": "add"}]
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps(rows[0]))
+    cfg = ImportConfig.model_validate({
+        "source": str(path), "kind": "prompts",
+        "columns": {"id": "_id",                                   # a source field, not a helper
+                    "prompt": "q", "reference": {"const": "-"},
+                    "_check": {"template": "{t}\nassert callable({fn})"},
+                    "verifier": {"object": {"type": {"const": "code"}, "tests": {"from": ["_check"]}}}},
+        "defaults": {"domain": "code", "task": "h", "language": "en"}})
+    (got,) = read(local_store, import_table(cfg, local_store, "h").table_uri)
+    assert got["id"] == "a1"
+    assert json.loads(got["verifier"])["tests"] == ["assert add(1, 1) == 2\nassert callable(add)"]
+    with pytest.raises(ValueError, match="uses _check before it is defined"):
+        ImportConfig.model_validate({**cfg.model_dump(by_alias=True, exclude_none=True),
+                                     "columns": {"id": "_id", "prompt": "q", "reference": {"const": "-"},
+                                                 "verifier": {"object": {"tests": {"from": ["_check"]}}},
+                                                 "_check": {"const": "x"}}})
+
+
 def test_parquet_source_with_nested_fields(local_store, tmp_path):
     import pyarrow as pa
     table = pa.table({"item": [{"text": "2+2?", "gold": "4"}, {"text": "3+3?", "gold": None}],

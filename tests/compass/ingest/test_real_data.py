@@ -26,6 +26,7 @@ EXPECTED = {
     "ifeval": (541, {}),
     "mc_xcopa_th": (500, {}),
     "mc_enem_pt": (180, {"no_match": 1}),          # one question the exam annulled
+    "humaneval": (164, {}),                         # not in ../shared/data: skipped unless added
 }
 
 
@@ -84,6 +85,40 @@ def _mbpp(rows):
     assert solved == [1.0, 1.0, 1.0]  # the spec fits the gym's code verifier: the reference passes
 
 
+def _humaneval(rows):
+    assert rows[0]["id"] == "HumanEval/0" and rows[0]["domain"] == "code"
+    from compass.gym.score import score
+    assert all(score(r["verifier"], f"```python\n{r['reference']}\n```", "") == 1.0 for r in rows)
+
+
+def test_humaneval_format_through_the_shipped_config(tmp_path, local_store):
+    """Two tasks written here in HumanEval's public format (the set itself is not in ../shared/data): the
+    shipped config makes prompts whose code verifier passes the reference and fails a wrong body."""
+    import gzip
+    tasks = [
+        {"task_id": "HumanEval/0", "entry_point": "double",
+         "prompt": "def double(x: int) -> int:\n    \"\"\"Twice x.\n    >>> double(2)\n    4\n    \"\"\"\n",
+         "canonical_solution": "    return 2 * x\n",
+         "test": "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(-3) == -6\n"},
+        {"task_id": "HumanEval/1", "entry_point": "first_word",
+         "prompt": "def first_word(s: str) -> str:\n    \"\"\"The first space-separated word of s.\"\"\"\n",
+         "canonical_solution": "    return s.split()[0]\n",
+         "test": "def check(candidate):\n    assert candidate('a b') == 'a'\n    assert candidate(' x') == 'x'\n"},
+    ]
+    src = tmp_path / "HumanEval.jsonl.gz"
+    with gzip.open(src, "wt") as f:
+        f.writelines(json.dumps(t) + "\n" for t in tasks)
+    cfg = load_import_config(CONFIGS / "humaneval.yaml").model_copy(update={"source": str(src)})
+    res = import_table(cfg, local_store)
+    assert (res.rows_read, res.rows_imported) == (2, 2)
+    rows = local_store.open(res.table_uri).read_table().to_pylist()
+    _humaneval(rows)
+    assert rows[0]["prompt"].endswith(tasks[0]["prompt"]) and rows[0]["suite"] == "humaneval"
+    from compass.gym.score import score
+    wrong = "```python\ndef double(x):\n    return x + 2\n```"      # right on 2, wrong on -3
+    assert score(rows[0]["verifier"], wrong, "") == 0.0
+
+
 def _tmmlu(rows):
     assert {r["reference"] for r in rows} <= set("ABCDE") and rows[0]["language"] == "zh-TW"
     assert not any(r["prompt"].startswith("【已刪除】") for r in rows)
@@ -133,4 +168,4 @@ def _mcq_letters(letters):
 
 CHECKS = {"gsm8k": _gsm8k, "math500": _math500, "mbpp": _mbpp, "mc_tmmlu_zh_tw": _tmmlu,
           "mc_ttqa_zh_tw": _ttqa, "pref_pandalm": _pandalm, "aime_hmmt": _aime_hmmt, "ifeval": _ifeval,
-          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE")}
+          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE"), "humaneval": _humaneval}
