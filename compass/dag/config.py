@@ -14,6 +14,10 @@ from compass.dag.stages import stage_spec
 class _PipelineBase(StrictModel):
     store: str = Field("./artifacts", description="fsspec root: a local path, file://… or s3://bucket/prefix")
     store_options: dict = Field(default_factory=dict, description="fsspec storage options (e.g. endpoint_url)")
+    eval_suites: list[str] = Field(default_factory=list,
+                                   description="names of prompts tables in the store (e.g. made by `compass import`) "
+                                               "that the evaluation scores beside the run's own eval_prompts: each "
+                                               "is the input suites:NAME, read at its LATEST version")
 
     def stage_config(self, run_name: str):
         return getattr(self, run_name)

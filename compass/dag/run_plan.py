@@ -17,12 +17,14 @@ class RunPlan:
     configs: dict[str, dict]                 # run name -> stage config (JSON-able)
     provided: dict[str, str] = field(default_factory=dict)  # artifact name -> URI
     made: dict[str, str] = field(default_factory=dict)      # artifact name -> URI, filled as steps finish
+    extra_inputs: dict[str, dict[str, str]] = field(default_factory=dict)   # run name -> slot -> URI
 
     def inputs_for(self, node: Node) -> dict[str, str]:
         """Input slot -> URI: what the user provided wins over what an earlier step made; an optional slot
-        whose artifact is neither is left out."""
-        return {slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()
-                if slot not in node.optional or name in self.provided or name in self.made}
+        whose artifact is neither is left out; then the run's extra inputs (``eval_suites``)."""
+        return {**{slot: self.provided.get(name) or self.made[name] for slot, name in node.inputs.items()
+                   if slot not in node.optional or name in self.provided or name in self.made},
+                **self.extra_inputs.get(node.run_name, {})}
 
     def record(self, node: Node, outputs: dict[str, str]) -> None:
         """Note a finished step's outputs (slot -> URI) under their artifact names."""
@@ -61,7 +63,22 @@ def make_run_plan(cfg: PipelineConfig, from_artifacts: list[str] | None = None,
     steps = plan(set(provided), until=until, nodes=PIPELINE)
     configs = {n.run_name: cfg.stage_config(n.run_name).model_dump(mode="json") for n in steps}
     return RunPlan(store=store.root, store_options=cfg.store_options, steps=steps, configs=configs,
-                   provided=provided)
+                   provided=provided, extra_inputs={n.run_name: extra_inputs(cfg, n, store) for n in steps})
+
+
+def extra_inputs(cfg: PipelineConfig, node: Node, store: ArtifactStore) -> dict[str, str]:
+    """Slot -> URI of the inputs a node takes beyond the DAG's: ``suites:NAME`` for each of ``eval_suites``
+    (the LATEST ``prompts/NAME``) on the evaluation stage. A missing table is an error naming it."""
+    if node.stage != "evaluation":
+        return {}
+    out = {}
+    for name in cfg.eval_suites:
+        try:
+            out[f"suites:{name}"] = store.get("prompts", name, "latest").uri
+        except ArtifactError as e:
+            raise ValueError(f"eval_suites: no prompts table {name!r} in {store.root} ({e}); import it first: "
+                             f"compass import --config configs/import/{name}.yaml") from None
+    return out
 
 
 def stage_run_label(result: dict) -> str:
@@ -115,6 +132,7 @@ def node_call(cfg: PipelineConfig, run_name: str, inputs: dict[str, str] | None 
             if slot in node.optional and store.latest_version(kinds[slot], name) is None:
                 continue                      # an optional input the store never had
             resolved[slot] = store.get(kinds[slot], name, "latest").uri
+    resolved = {**extra_inputs(cfg, node, store), **resolved}
     return dict(stage=node.stage, run_name=run_name, config=cfg.stage_config(run_name).model_dump(mode="json"),
                 inputs=resolved, store=store.root, store_options=cfg.store_options, output_names=node.outputs)
 

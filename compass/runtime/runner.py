@@ -78,11 +78,19 @@ class StageSpec:
     outputs: dict[str, str]            # slot -> artifact kind
     body: Body | str                   # the function, or "module:function" imported only when it runs
     optional_inputs: frozenset[str] = frozenset()   # slots (of ``inputs``) a run may leave out
+    # slots that may also be filled any number of times more as ``slot:label`` (same kind), e.g. the
+    # evaluation's ``suites:gsm8k``: every labelled one is optional
+    variadic_inputs: frozenset[str] = frozenset()
     package: str = ""                  # the package whose import closure is the code version ("stages.<name>")
 
     def __post_init__(self):
         if not self.package:
             object.__setattr__(self, "package", f"stages.{self.name}")
+
+    def base_slot(self, slot: str) -> str:
+        """The declared slot ``slot`` fills: itself, or ``suites`` for ``suites:gsm8k`` when variadic."""
+        base, sep, label = slot.partition(":")
+        return base if sep and label and base in self.variadic_inputs else slot
 
     def resolve_body(self) -> Body:
         if callable(self.body):
@@ -110,14 +118,17 @@ class StageInputError(ValueError):
 
 def _check_inputs(spec: StageSpec, inputs: dict[str, Artifact]) -> None:
     missing = sorted(set(spec.inputs) - set(inputs) - spec.optional_inputs)
-    extra = sorted(set(inputs) - set(spec.inputs))
+    extra = sorted(s for s in inputs if spec.base_slot(s) not in spec.inputs)
     if missing or extra:
+        more = f"; any number more as {', '.join(f'{v}:LABEL' for v in sorted(spec.variadic_inputs))}" \
+            if spec.variadic_inputs else ""
         raise StageInputError(f"stage {spec.name}: missing input slot(s) {missing}, unknown slot(s) {extra}; "
-                              f"expected {sorted(spec.inputs)}")
-    for slot, kind in spec.inputs.items():
-        if slot in inputs and inputs[slot].kind != kind:
+                              f"expected {sorted(spec.inputs)}{more}")
+    for slot, art in inputs.items():
+        kind = spec.inputs[spec.base_slot(slot)]
+        if art.kind != kind:
             raise StageInputError(f"stage {spec.name}: input '{slot}' must be a {kind} artifact, "
-                                  f"got {inputs[slot].kind} ({inputs[slot].uri})")
+                                  f"got {art.kind} ({art.uri})")
 
 
 def plan_version(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact],

@@ -36,7 +36,8 @@ def main(stage: str, argv: list[str] | None = None) -> int:
     ap.add_argument("--store-option", action="append", default=[], metavar="KEY=VALUE",
                     help="fsspec storage option, e.g. endpoint_url=http://127.0.0.1:8333")
     ap.add_argument("--input", action="append", default=[], metavar="SLOT=URI",
-                    help=f"input artifacts; slots: {', '.join(spec.inputs) or 'none'}")
+                    help=f"input artifacts; slots: {', '.join(spec.inputs) or 'none'}"
+                         + "".join(f"; {v}:LABEL any number of times" for v in sorted(spec.variadic_inputs)))
     ap.add_argument("--output-name", action="append", default=[], metavar="SLOT=NAME")
     ap.add_argument("--run-name")
     ap.add_argument("-v", "--verbose", action="store_true",

@@ -13,7 +13,9 @@ CHECKPOINTS = {"base": None, "sft_longcot": "base", "sft_domain": "base", "merge
 SPEC = StageSpec(
     name="evaluation", config=EvalConfig, inputs={**dict.fromkeys(CHECKPOINTS, "checkpoint"), "suites": "prompts"},
     outputs={"results": "eval_results", "report": "report"}, body="stages.evaluation.stage:_body",
-    optional_inputs=frozenset(set(CHECKPOINTS) - {"model"}))
+    optional_inputs=frozenset(set(CHECKPOINTS) - {"model"}),
+    # more held-out suites beside the run's own: ``suites:gsm8k`` = an imported prompts table (docs/evaluation.md)
+    variadic_inputs=frozenset({"suites"}))
 
 
 def run(config: EvalConfig, inputs: dict, store, **kw):

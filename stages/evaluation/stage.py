@@ -189,8 +189,27 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
     return "\n".join(lines) + "\n"
 
 
+def suite_rows(inputs: dict[str, Artifact]) -> list[dict]:
+    """The prompts of ``suites`` and of every ``suites:LABEL`` input, in slot order. A row of a labelled
+    input without a ``suite`` of its own is in suite LABEL (an imported GSM8K's rows are ``gsm8k``, not the
+    world's ``math``). A prompt id in two inputs is an error naming both."""
+    rows: list[dict] = []
+    seen: dict[str, str] = {}
+    for slot in sorted(s for s in inputs if s == "suites" or s.startswith("suites:")):
+        label = slot.partition(":")[2]
+        for r in inputs[slot].read_table().to_pylist():
+            if r["id"] in seen:
+                raise ValueError(f"evaluation: prompt id {r['id']!r} is in both {seen[r['id']]} and "
+                                 f"{inputs[slot].uri}: suite inputs must not share prompts")
+            seen[r["id"]] = inputs[slot].uri
+            if label and not r.get("suite"):
+                r["suite"] = label
+            rows.append(r)
+    return rows
+
+
 def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
-    rows = inputs["suites"].read_table().to_pylist()
+    rows = suite_rows(inputs)
     results: list[dict] = []
     by_ckpt: dict[str, dict] = {}
     for slot in [s for s in CHECKPOINTS if s in inputs]:          # recipe order, the evaluated one last

@@ -95,3 +95,27 @@ def test_pipeline_summary_says_what_ran_and_ends_with_the_held_out_table(tmp_pat
     assert "1 stage run(s) ran, 1 reused stored outputs." in md
     assert "| evaluation | **ran** |" in md and "| world | reused |" in md
     assert md.rstrip().endswith("| final | 0.500 |")
+
+
+def test_eval_suites_become_labelled_evaluation_inputs(tmp_path):
+    """``eval_suites: [NAME]`` adds the store's LATEST prompts/NAME to the evaluation as ``suites:NAME``, in a
+    whole-run plan and in a single-stage re-run; a table the store lacks is an error that says how to make it."""
+    from compass.dag.run_plan import make_run_plan, node_call
+    from tests.compass.store.test_store import write_checkpoint, write_prompts
+    from compass.store.store import ArtifactStore
+    store = ArtifactStore(str(tmp_path / "store"))
+    gsm = write_prompts(store, "gsm8k", n=3)
+    cfg = PipelineConfig(store=store.root, eval_suites=["gsm8k"])
+    run = make_run_plan(cfg)
+    node = next(n for n in PIPELINE if n.run_name == "evaluation")
+    assert run.extra_inputs["evaluation"] == {"suites:gsm8k": gsm.uri}
+    assert all(v == {} for k, v in run.extra_inputs.items() if k != "evaluation")
+    run.made.update({a: f"uri:{a}" for n in PIPELINE for a in n.outputs.values()})
+    assert run.inputs_for(node)["suites:gsm8k"] == gsm.uri and run.inputs_for(node)["suites"] == "uri:eval_prompts"
+    write_checkpoint(store, "ckpt_final", "v1")                 # a single-stage re-run reads LATEST
+    ev = write_prompts(store, "eval_prompts", n=2)
+    call = node_call(cfg, "evaluation")
+    assert call["inputs"]["suites:gsm8k"] == gsm.uri and call["inputs"]["suites"] == ev.uri
+    with pytest.raises(ValueError, match="eval_suites: no prompts table 'math500'.*compass import --config "
+                                         "configs/import/math500.yaml"):
+        make_run_plan(PipelineConfig(store=store.root, eval_suites=["math500"]))

@@ -182,6 +182,26 @@ def test_inputs_and_config_are_checked(local_store: ArtifactStore, code):
     assert calls.n == 1
 
 
+def test_variadic_slot_takes_labelled_inputs_of_its_kind(local_store: ArtifactStore, code):
+    """``source:LABEL`` fills a variadic ``source`` any number of times: each labelled input is checked for
+    kind, counts in the version and is recorded in the lineage; an unlabelled stray slot is still unknown."""
+    import dataclasses
+    calls = Calls()
+    consumer = dataclasses.replace(make_spec(calls, name="fake_consumer"), variadic_inputs=frozenset({"source"}))
+    produced = execute(make_spec(calls), FakeConfig(), {}, local_store)
+    table, ckpt = local_store.open(produced.outputs["table"]), local_store.open(produced.outputs["model"])
+    one = execute(consumer, FakeConfig(), {"source": table}, local_store)
+    two = execute(consumer, FakeConfig(), {"source": table, "source:extra": table}, local_store)
+    assert one.version != two.version
+    refs = {i.slot: i.uri for i in local_store.open(two.outputs["table"]).manifest.inputs}
+    assert refs == {"source": table.uri, "source:extra": table.uri}
+    with pytest.raises(StageInputError, match="input 'source:extra' must be a prompts artifact, got checkpoint"):
+        execute(consumer, FakeConfig(), {"source": table, "source:extra": ckpt}, local_store)
+    with pytest.raises(StageInputError, match=r"unknown slot\(s\) \['other:x'\].*source:LABEL"):
+        execute(consumer, FakeConfig(), {"source": table, "other:x": table}, local_store)
+    assert consumer.base_slot("source:") == "source:" and consumer.base_slot("source:a") == "source"
+
+
 def _client_error(status: int, code: str = "Err"):
     from botocore.exceptions import ClientError
     return ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},

@@ -121,6 +121,23 @@ def test_vllm_and_ray_workers_give_the_in_process_responses(evaluated, tmp_path,
     assert summary["config"]["backend"] == backend and summary["config"]["workers"] == workers
 
 
+def test_more_suites_as_labelled_inputs(world_arts, tmp_path):
+    """``suites:LABEL`` adds a prompts table: its rows are scored as suite LABEL beside the run's suites; a
+    prompt id in two suite inputs is an error naming both."""
+    from tests.compass.store.test_store import write_prompts
+    store = ArtifactStore(str(tmp_path / "s"))
+    extra = write_prompts(store, "gsm_like", n=6)                     # ids p0..p5, no suite column
+    inputs = {"model": world_arts["base"], "suites": world_arts["eval_prompts"], "suites:gsm_like": extra}
+    res = evaluation.run(EvalConfig(**FAST), inputs, store)
+    rows = store.open(res.outputs["results"]).read_table().to_pylist()
+    assert len(rows) == world_arts["eval_prompts"].manifest.rows + 6
+    assert {r["prompt_id"] for r in rows if r["suite"] == "gsm_like"} == {f"p{i}" for i in range(6)}
+    summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    assert summary["suites"]["gsm_like"]["prompts"] == 6 and "math" in summary["suites"]
+    with pytest.raises(ValueError, match="prompt id 'p0' is in both .*gsm_like.* and .*twice"):
+        evaluation.run(EvalConfig(**FAST), {**inputs, "suites:twice": write_prompts(store, "twice", n=2)}, store)
+
+
 def test_several_samples_per_prompt(world_arts, tmp_path):
     store = ArtifactStore(str(tmp_path / "s"))
     cfg = EvalConfig(samples_per_prompt=2, temperature=1.0, max_new_tokens=4)
