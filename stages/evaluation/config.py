@@ -6,6 +6,36 @@ from pydantic import Field, model_validator
 
 from compass.config import StrictModel
 
+# the checkpoints a run made, in recipe order, and what each stage started from (the change it made);
+# ``model`` is the one being evaluated (the final one in the pipeline); the others are optional
+CHECKPOINTS = {"base": None, "sft_longcot": "base", "sft_domain": "base", "merged": "sft_longcot",
+               "phase1": "merged", "model": "phase1"}
+
+
+class LmEvalConfig(StrictModel):
+    """lm-evaluation-harness tasks run on the checkpoints, their numbers stored beside the gym's
+    (``compass.lm.lm_eval_adapter``)."""
+    tasks: list[str] = Field(min_length=1, description="lm-eval task names, or those of the YAMLs in include_path")
+    include_path: str | None = Field(None, description="a folder of lm-eval task YAMLs (e.g. a local "
+                                                       "dataset_path: json with data_files: runs offline)")
+    include_digest: str | None = Field(None, description="set from include_path's files on every validation: a "
+                                                         "changed task YAML is a new stage version")
+    checkpoints: list[str] = Field(["model"], min_length=1,
+                                   description="which inputs to run them on: model (the evaluated one), base, "
+                                               "sft_longcot, sft_domain, merged, phase1; absent ones are skipped")
+    limit: int | None = Field(None, ge=1, description="documents per task (lm-eval's --limit)")
+    num_fewshot: int | None = Field(None, ge=0)
+    batch_size: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _digest(self):
+        from compass.lm.lm_eval_adapter import include_digest
+        unknown = sorted(set(self.checkpoints) - set(CHECKPOINTS))
+        if unknown:
+            raise ValueError(f"lm_eval.checkpoints: unknown {unknown}; known {list(CHECKPOINTS)}")
+        object.__setattr__(self, "include_digest", include_digest(self.include_path))
+        return self
+
 
 class EvalConfig(StrictModel):
     """Sample each eval prompt, score it with the gym, report accuracy per suite."""
@@ -22,6 +52,8 @@ class EvalConfig(StrictModel):
     workers: int = Field(0, ge=0, description="0: generate in the stage's process; N: N Ray actors each run the "
                                               "backend on a copy of the checkpoint and a share of the prompts "
                                               "(compass.rl.rollout_ray), as rollout does")
+
+    lm_eval: LmEvalConfig | None = Field(None, description="also run lm-evaluation-harness tasks (docs/evaluation.md)")
 
     @model_validator(mode="after")
     def _greedy_is_one_sample(self):

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from compass.runtime.runner import StageSpec, execute
-from stages.evaluation.config import EvalConfig
-
-# the checkpoints a run made, in recipe order, and what each stage started from (the change it made);
-# ``model`` is the one being evaluated (the final one in the pipeline); the others are optional
-CHECKPOINTS = {"base": None, "sft_longcot": "base", "sft_domain": "base", "merged": "sft_longcot",
-               "phase1": "merged", "model": "phase1"}
+from stages.evaluation.config import CHECKPOINTS, EvalConfig
 
 SPEC = StageSpec(
     name="evaluation", config=EvalConfig, inputs={**dict.fromkeys(CHECKPOINTS, "checkpoint"), "suites": "prompts"},

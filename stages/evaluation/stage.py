@@ -16,7 +16,8 @@ table as bars. ``summary.json`` holds the same numbers. The suite of a prompt is
 ``domain``. The evaluated checkpoint's accuracy per suite and every checkpoint's go in the manifests'
 ``extra``.
 
-Not done: GenRM-judged suites. Public suites (MATH-500, AIME, IFEval, ...) are
+With ``lm_eval`` set, lm-evaluation-harness tasks run on the chosen checkpoints too (``lm_eval.json`` and a
+table in the report). Not done: GenRM-judged suites. Public suites (MATH-500, AIME, IFEval, ...) are
 not bundled; an imported ``prompts`` table can stand in for ``eval_prompts`` (docs/import.md).
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pyarrow as pa
 from compass.gym.reasons import is_verifier_fault
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
+from compass.lm.lm_eval_adapter import run_lm_eval
 from compass.lm.sample_metrics import k_metrics
 from compass.lm.suite_scoring import generate_and_score, summarize
 from compass.rl.rollout_sampler import open_sampler
@@ -99,6 +101,19 @@ def language_table(by_ckpt: dict[str, dict]) -> list[str]:
              "|---|---|---:|" + "---:|" * len(by_ckpt)] + rows)
 
 
+def lm_eval_table(lm_eval: dict[str, dict]) -> list[str]:
+    """Markdown: one row per (task, metric), one column per checkpoint lm-eval ran on."""
+    if not lm_eval:
+        return []
+    keys = sorted({(t, k) for m in lm_eval.values() for t, ms in m.items() for k in ms if k != "samples"})
+    lines = ["| task | metric | " + " | ".join(LABELS[s] for s in lm_eval) + " |",
+             "|---|---|" + "---:|" * len(lm_eval)]
+    for t, k in keys:
+        cells = [f"{m[t][k]:.3f}" if k in m.get(t, {}) else "—" for m in lm_eval.values()]
+        lines.append(f"| {t} | {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def k_table(by_ckpt: dict[str, dict]) -> list[str]:
     """Markdown: pass@k / mean@k / maj@k per checkpoint and suite (several samples per prompt)."""
     lines = ["| checkpoint | suite | k | mean@k | maj@k | pass@k (k = 1, 2, 4, ...) |", "|---|---|---:|---:|---:|---|"]
@@ -129,7 +144,7 @@ def plot_checkpoints(by_ckpt: dict[str, dict], path) -> None:
     plt.close(fig)
 
 
-def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
+def summary_md(by_ckpt: dict[str, dict], config: EvalConfig, lm_eval: dict | None = None) -> str:
     """The held-out results in short, for orchestrators (``compass.runtime.stage_summary``)."""
     lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
              f"{config.samples_per_prompt} sample(s) per prompt)", ""]
@@ -139,11 +154,14 @@ def summary_md(by_ckpt: dict[str, dict], config: EvalConfig) -> str:
         lines += ["", "### Per language", ""] + langs
     if config.samples_per_prompt > 1:
         lines += ["", "### pass@k, mean@k, maj@k", ""] + k_table(by_ckpt)
+    if lm_eval:
+        lines += ["", "### lm-evaluation-harness", ""] + lm_eval_table(lm_eval)
     return "\n".join(lines) + "\n"
 
 
 def render_report(model_uri: str, config: EvalConfig, summary: dict, results: list[dict],
-                  prompts: dict[str, dict], by_ckpt: dict[str, dict] | None = None) -> str:
+                  prompts: dict[str, dict], by_ckpt: dict[str, dict] | None = None,
+                  lm_eval: dict | None = None) -> str:
     lines = ["# Evaluation report", "", f"Model: `{model_uri}`", "",
              f"Sampling: {'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
              f"{config.samples_per_prompt} sample(s) per prompt, at most {config.max_new_tokens} new tokens.", ""]
@@ -159,6 +177,11 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
         lines += langs + [""]
     if by_ckpt and config.samples_per_prompt > 1:
         lines += ["## pass@k, mean@k, maj@k", ""] + k_table(by_ckpt) + [""]
+    if lm_eval:
+        lines += ["## lm-evaluation-harness", "",
+                  f"Tasks {', '.join(config.lm_eval.tasks)} (lm-eval's own metrics and prompts"
+                  + (f", limit {config.lm_eval.limit} documents" if config.lm_eval.limit else "") + "; `lm_eval.json`).",
+                  ""] + lm_eval_table(lm_eval) + [""]
     lines += [f"## {LABELS['model']} checkpoint", "",
               "| suite | prompts | samples | accuracy | mean score | finished | closed </think> | mean tokens |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -212,6 +235,7 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     rows = suite_rows(inputs)
     results: list[dict] = []
     by_ckpt: dict[str, dict] = {}
+    lm_eval: dict[str, dict] = {}                     # slot -> task -> {"metric,filter": value}
     for slot in [s for s in CHECKPOINTS if s in inputs]:          # recipe order, the evaluated one last
         art = inputs[slot]
         model, tok = load_checkpoint(art.local_dir())
@@ -222,6 +246,14 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
             got = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.samples_per_prompt,
                                      max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                      seed=config.seed, batch_size=config.batch_size, generate=generate)
+        if config.lm_eval and slot in config.lm_eval.checkpoints:
+            le = config.lm_eval
+            log.info("%s: lm-evaluation-harness tasks %s", LABELS[slot], ", ".join(le.tasks))
+            lm_eval[slot] = run_lm_eval(model, tok, le.tasks, include_path=le.include_path, limit=le.limit,
+                                        num_fewshot=le.num_fewshot, batch_size=le.batch_size, seed=config.seed)
+            log.info("%s: lm-eval %s", LABELS[slot], "; ".join(
+                f"{t} " + ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k != "samples")
+                for t, m in lm_eval[slot].items()))
         del model
         for r in got:
             r["checkpoint"] = slot
@@ -237,16 +269,20 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
                        "accuracy": {k: x["accuracy"] for k, x in v["suites"].items()},
                        "k_metrics": v["k"]} for s, v in by_ckpt.items()}
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),
-                                                    **summary, "checkpoints": checkpoints,
+                                                    **summary, "checkpoints": checkpoints, "lm_eval": lm_eval,
                                                     "checkpoint_order": list(checkpoints)},   # JSON sorts keys
                                                    indent=2, sort_keys=True) + "\n")
-    rep.path("summary.md").write_text(summary_md(by_ckpt, config))      # what the Prefect UI shows
+    if lm_eval:
+        rep.path("lm_eval.json").write_text(json.dumps(lm_eval, indent=2, sort_keys=True) + "\n")
+    rep.path("summary.md").write_text(summary_md(by_ckpt, config, lm_eval))      # what the Prefect UI shows
     plot_checkpoints(by_ckpt, rep.path("checkpoints.png"))
     rep.path("report.md").write_text(render_report(model_art.uri, config, summary, final,
-                                                   {r["id"]: r for r in rows}, by_ckpt))
+                                                   {r["id"]: r for r in rows}, by_ckpt, lm_eval))
     extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(final),
              "accuracy": {k: s["accuracy"] for k, s in summary["suites"].items()},
              "checkpoints": {s: v["accuracy"] for s, v in checkpoints.items()}}
+    if lm_eval:
+        extra["lm_eval"] = lm_eval
     for w in outputs.values():
         w.extra.update(extra)
 

@@ -138,6 +138,75 @@ def test_more_suites_as_labelled_inputs(world_arts, tmp_path):
         evaluation.run(EvalConfig(**FAST), {**inputs, "suites:twice": write_prompts(store, "twice", n=2)}, store)
 
 
+LM_EVAL_TASK = """task: tiny_sums
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: ["5", "7", "8"]
+doc_to_target: "{{{{['5', '7', '8'].index(answer)}}}}"
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+def _hand_acc(model, tok, docs) -> float:
+    """lm-eval's multiple-choice acc by hand: the choice whose continuation (" " + choice after the question)
+    has the highest total log-likelihood, against the target."""
+    import torch
+    right = 0
+    for d in docs:
+        ctx = tok(d["question"], add_special_tokens=False)["input_ids"]
+        lls = []
+        for c in ("5", "7", "8"):
+            whole = tok(d["question"] + " " + c, add_special_tokens=False)["input_ids"]
+            cont = whole[len(ctx):]
+            with torch.no_grad():
+                logp = torch.log_softmax(model(torch.tensor([whole])).logits[0].float(), -1)
+            lls.append(sum(float(logp[len(ctx) - 1 + i, t]) for i, t in enumerate(cont)))
+        right += ["5", "7", "8"][lls.index(max(lls))] == d["answer"]
+    return right / len(docs)
+
+
+def test_lm_eval_tasks_beside_the_gym(world_arts, tmp_path):
+    """An lm-evaluation-harness task (a local YAML and JSON file: offline) on the evaluated checkpoint: its
+    acc equals the multiple-choice rule computed by hand, is stored in lm_eval.json, summary.json, the report
+    and the manifest; a changed task file is a new version; an unknown task is a clear error."""
+    from compass.lm.model_factory import load_checkpoint
+    from stages.evaluation.config import LmEvalConfig
+    docs = [{"question": "2+3=", "answer": "5"}, {"question": "7+1=", "answer": "8"},
+            {"question": "4+4=", "answer": "8"}, {"question": "9-2=", "answer": "7"},
+            {"question": "1+4=", "answer": "5"}, {"question": "3+5=", "answer": "8"}]
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    data = tmp_path / "sums.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tasks / "tiny_sums.yaml").write_text(LM_EVAL_TASK.format(data=data))
+    store = ArtifactStore(str(tmp_path / "s"))
+    inputs = {"model": world_arts["base"], "suites": world_arts["eval_prompts"]}
+    cfg = EvalConfig(**FAST, lm_eval=LmEvalConfig(tasks=["tiny_sums"], include_path=str(tasks)))
+    res = evaluation.run(cfg, inputs, store)
+    rep = store.open(res.outputs["report"])
+    got = json.loads((rep.local_dir() / "lm_eval.json").read_text())
+    model, tok = load_checkpoint(world_arts["base"].local_dir())
+    assert got == {"model": {"tiny_sums": {"acc,none": pytest.approx(_hand_acc(model, tok, docs)), "samples": 6}}}
+    assert json.loads((rep.local_dir() / "summary.json").read_text())["lm_eval"] == got
+    assert rep.manifest.extra["lm_eval"] == got
+    assert f"| tiny_sums | acc,none | {got['model']['tiny_sums']['acc,none']:.3f} |" in \
+        (rep.local_dir() / "report.md").read_text()
+    (tasks / "tiny_sums.yaml").write_text(LM_EVAL_TASK.format(data=data).replace("acc", "acc_norm"))
+    changed = EvalConfig(**FAST, lm_eval=LmEvalConfig(tasks=["tiny_sums"], include_path=str(tasks)))
+    assert changed.lm_eval.include_digest != cfg.lm_eval.include_digest
+    with pytest.raises(ValueError, match=r"unknown task\(s\) \['nope'\]"):
+        evaluation.run(EvalConfig(**FAST, lm_eval=LmEvalConfig(tasks=["nope"], include_path=str(tasks))), inputs,
+                       store)
+
+
 def test_several_samples_per_prompt(world_arts, tmp_path):
     store = ArtifactStore(str(tmp_path / "s"))
     cfg = EvalConfig(samples_per_prompt=2, temperature=1.0, max_new_tokens=4)
