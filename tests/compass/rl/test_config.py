@@ -123,10 +123,11 @@ def test_the_shipped_config_holds_the_values_it_held_flat():
     from compass.dag.config import PipelineConfig
     from stages.genrm.config import _grpo_default
     cfg = load_yaml(PipelineConfig, REPO / "configs" / "tiny.yaml")
-    # tiny.yaml: the defaults, 30 steps (compass bench recipe), 96 new tokens, and zero-variance
-    # elimination on (the skip, N in {4, 8})
-    flat = RLConfig(steps=30, rollout={"max_new_tokens": 96},
-                    sampling={"prefilter": {}, "auto_group_size": {"candidates": [4, 8]}}).model_dump()
-    for section in (cfg.reasoning_rl, cfg.domain_rl):
+    # tiny.yaml: the defaults, 60 / 40 steps of 16 prompts (compass bench recipe), 96 new tokens, and
+    # zero-variance elimination on (the skip, N in {4, 8})
+    for section, steps in ((cfg.reasoning_rl, 60), (cfg.domain_rl, 40)):
+        flat = RLConfig(steps=steps, rollout={"max_new_tokens": 96},
+                        sampling={"prompts_per_step": 16, "prefilter": {},
+                                  "auto_group_size": {"candidates": [4, 8]}}).model_dump()
         assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
     assert cfg.genrm.grpo == _grpo_default()
