@@ -19,6 +19,7 @@ Fractions (0.10 = 10 points); with ``--seeds K`` each figure is the mean, with `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -114,11 +115,18 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench recipe", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="pipeline YAML (default: configs/tiny.yaml)")
     ap.add_argument("--seeds", type=int, default=1, help="fresh runs, seeds 0 .. K-1")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="keep each seed's store (reports, plots, checkpoints) under DIR/store<seed>; DIR must "
+                         "not exist (default: a temporary folder, removed)")
     args = ap.parse_args(argv)
+    if args.keep and Path(args.keep).exists():
+        ap.error(f"--keep {args.keep}: already exists (each run needs fresh stores)")
     from compass.cli.main import default_config
     config = Path(os.path.abspath(args.config or default_config()))
     runs = []
-    with tempfile.TemporaryDirectory(prefix="compass-bench-recipe-") as tmp:
+    keep = contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="compass-bench-recipe-")
+    with keep as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for seed in range(args.seeds):
             r = run_once(config, seed, Path(tmp))
             r["figures"] = figures(r["checkpoints"], r["thinking"], r["domain"], *r["zv"])
