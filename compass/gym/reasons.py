@@ -35,6 +35,8 @@ RESPONSE_CAUSES = frozenset({
     "timeout", "memory_limit", "cpu_limit", "output_limit", "crash", "sandbox_refused",
     "no_json_object", "schema_violation",
     "genrm_worse",        # the GenRM judge found the reference better
+    # bfcl_ast: the calls do not match BFCL's ground truth
+    "no_call", "wrong_count", "wrong_func_name", "missing_required", "unexpected_param", "value_error",
 })
 
 

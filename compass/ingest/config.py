@@ -147,6 +147,15 @@ class ColumnSpec(StrictModel):
 ColumnSpec.model_rebuild()
 
 
+class JoinConfig(StrictModel):
+    """A second file whose records are joined to the source's by a key (BFCL keeps its answers apart)."""
+    source: str = Field(description="a local path (relative to the config file) or fsspec URI, one format")
+    format: Literal["auto", "parquet", "jsonl", "json", "csv"] = "auto"
+    key: str = Field("id", description="the field both records hold, matched by equal value")
+    into: str = Field("joined", description="the source row gets the matching record under this field "
+                                            "(columns read it as 'joined.PATH')")
+
+
 class ImportConfig(StrictModel):
     """An external data set, read and mapped onto one table kind (docs/import.md)."""
     source: str = Field(description="a local path, a file:// or s3:// URI (fsspec), a datasets save_to_disk "
@@ -174,6 +183,8 @@ class ImportConfig(StrictModel):
     allow_empty: list[str] = Field(default_factory=list, description="text columns whose empty value is kept "
                                                                      "(e.g. an empty response in a preference pair)")
     limit: int | None = Field(None, ge=1, description="read at most this many rows")
+    join: JoinConfig | None = Field(None, description="records of a second file joined by key; a row with no "
+                                                      "match is quarantined (no_join_match)")
     max_field_chars: int = Field(100_000, ge=1, description="a longer string value quarantines the row (too_long)")
 
     @field_validator("columns", mode="before")
@@ -331,6 +342,9 @@ def load_import_config(path: str | Path) -> ImportConfig:
         bare = not any(sep in data["source"] for sep in "/\\")
         if data.get("format") != "datasets" or not bare or candidate.exists():
             data["source"] = os.path.normpath(candidate)
+    join = data.get("join")
+    if isinstance(join, dict) and isinstance(join.get("source"), str) and _is_local(join["source"]):
+        data["join"] = {**join, "source": os.path.normpath(base / join["source"])}
     files = data.get("data_files")
     if isinstance(files, str):
         files = [files]

@@ -10,6 +10,7 @@ visible table always has its quarantine beside it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -84,6 +85,10 @@ def import_table(cfg: ImportConfig, store: ArtifactStore, name: str | None = Non
                          f"(set name in the config or pass one)")
     src = resolve_source(cfg)
     sha = content_digest(src)
+    join_src = None
+    if cfg.join is not None:
+        join_src = resolve_source(_join_config(cfg))
+        sha = digest({"source": sha, "join": content_digest(join_src)})
     version = import_version(cfg, name, sha)
     qname = quarantine_name(name)
     if store.exists(cfg.kind, name, version) and store.exists("quarantine", qname, version):
@@ -96,7 +101,7 @@ def import_table(cfg: ImportConfig, store: ArtifactStore, name: str | None = Non
     table_w = store.begin(cfg.kind, name, version, **common)
     quar_w = store.begin("quarantine", qname, version, **common)
     try:
-        counts = _fill(cfg, src, table_w, quar_w, batch_size)
+        counts = _fill(cfg, src, table_w, quar_w, batch_size, _join_index(cfg, join_src))
         extra = {"source": src.describe(sha, cfg.split), **counts,
                  "table_uri": table_w.uri, "quarantine_uri": quar_w.uri}
         table_w.extra.update(extra)
@@ -122,8 +127,46 @@ def _finish(store: ArtifactStore, table: Artifact, quarantine: Artifact, status:
                         wall_s=time.perf_counter() - t0)
 
 
+def _join_config(cfg: ImportConfig) -> ImportConfig:
+    """The config that reads the join file: its source and format, nothing else of the main source's."""
+    return cfg.model_copy(update={"source": cfg.join.source, "format": cfg.join.format, "split": None,
+                                  "data_files": None, "records": None, "limit": None, "join": None})
+
+
+def _join_index(cfg: ImportConfig, join_src: Source | None) -> dict | None:
+    """key value -> record of the join file. A record that cannot be read, lacks the key or repeats one
+    is an error naming the file and record: a join must not guess."""
+    if join_src is None:
+        return None
+    index: dict = {}
+    key = cfg.join.key
+    for batch in read_batches(join_src, _join_config(cfg)):
+        for raw in batch:
+            where = f"join file {raw.source}, record {raw.index}"
+            if raw.rejection is not None:
+                raise IngestError(f"{where}: {raw.rejection[2]}")
+            if key not in raw.row:
+                raise IngestError(f"{where}: no field {key!r} to join on")
+            k = json.dumps(raw.row[key], sort_keys=True)
+            if k in index:
+                raise IngestError(f"{where}: {key} {raw.row[key]!r} appears twice")
+            index[k] = raw.row
+    return index
+
+
+def _joined(cfg: ImportConfig, raw: RawRow, index: dict) -> RawRow | Rejection:
+    """The row with its join record under ``into``, or the reason it has none."""
+    key = cfg.join.key
+    if key not in raw.row:
+        return (key, "missing_field", f"source field '{key}' to join on is missing")
+    other = index.get(json.dumps(raw.row[key], sort_keys=True))
+    if other is None:
+        return (key, "no_join_match", f"no record with {key} {raw.row[key]!r} in {cfg.join.source}")
+    return dataclasses.replace(raw, row={**raw.row, cfg.join.into: other})
+
+
 def _fill(cfg: ImportConfig, src: Source, table_w: ArtifactWriter, quar_w: ArtifactWriter,
-          batch_size: int) -> dict:
+          batch_size: int, join_index: dict | None = None) -> dict:
     """Stream the source through the mapper into the two writers; return the balanced counts."""
     mapper = RowMapper(cfg)
     reasons: Counter[str] = Counter()
@@ -134,7 +177,11 @@ def _fill(cfg: ImportConfig, src: Source, table_w: ArtifactWriter, quar_w: Artif
             good, bad = [], []
             for raw in batch:
                 read += 1
-                out = raw.rejection or mapper.map(raw.index, raw.row)
+                out = raw.rejection
+                if out is None and join_index is not None:
+                    joined = _joined(cfg, raw, join_index)
+                    out, raw = (joined, raw) if isinstance(joined, tuple) else (None, joined)
+                out = out or mapper.map(raw.index, raw.row)
                 if isinstance(out, dict):
                     first = first_row_of_id.setdefault(out["id"], raw.index)
                     if first == raw.index:

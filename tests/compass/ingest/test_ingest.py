@@ -220,6 +220,31 @@ def test_from_reads_a_helper_column_and_a_source_field_named_with_underscore(loc
                                                  "_check": {"const": "x"}}})
 
 
+def test_join_by_key_counts_in_the_version_and_refuses_ambiguity(local_store, tmp_path):
+    """A join file's records reach the row under ``into``; its bytes count in the version; a key that
+    repeats in the join file, or a join record without the key, is an error naming the record."""
+    from compass.ingest.importer import IngestError
+    (tmp_path / "q.jsonl").write_text('{"id": 1, "q": "a"}\n{"id": 2, "q": "b"}\n{"q": "c"}\n')
+    (tmp_path / "a.jsonl").write_text('{"id": 2, "gold": "B"}\n{"id": 1, "gold": "A"}\n')
+    cfg = ImportConfig.model_validate({
+        "source": str(tmp_path / "q.jsonl"), "kind": "prompts",
+        "join": {"source": str(tmp_path / "a.jsonl"), "key": "id", "into": "ans"},
+        "columns": {"id": {"from": "id", "cast": "str"}, "prompt": "q", "reference": "ans.gold"},
+        "defaults": {"domain": "qa", "task": "j", "language": "en", "verifier": {"type": "mcq"}}})
+    res = import_table(cfg, local_store, "j")
+    assert [(r["id"], r["reference"]) for r in read(local_store, res.table_uri)] == [("1", "A"), ("2", "B")]
+    assert res.reasons == {"missing_field": 1}
+    (tmp_path / "a.jsonl").write_text('{"id": 2, "gold": "B"}\n{"id": 1, "gold": "C"}\n')
+    again = import_table(cfg, local_store, "j")
+    assert again.version != res.version and again.status == "imported"
+    (tmp_path / "a.jsonl").write_text('{"id": 1, "gold": "B"}\n{"id": 1, "gold": "C"}\n')
+    with pytest.raises(IngestError, match=r"record 1: id 1 appears twice"):
+        import_table(cfg, local_store, "j")
+    (tmp_path / "a.jsonl").write_text('{"gold": "B"}\n')
+    with pytest.raises(IngestError, match="record 0: no field 'id' to join on"):
+        import_table(cfg, local_store, "j")
+
+
 def test_parquet_source_with_nested_fields(local_store, tmp_path):
     import pyarrow as pa
     table = pa.table({"item": [{"text": "2+2?", "gold": "4"}, {"text": "3+3?", "gold": None}],

@@ -27,6 +27,7 @@ EXPECTED = {
     "mc_xcopa_th": (500, {}),
     "mc_enem_pt": (180, {"no_match": 1}),          # one question the exam annulled
     "humaneval": (164, {}),                         # not in ../shared/data: skipped unless added
+    "bfcl": (400, {}),                              # BFCL v3 simple (its published size; not in ../shared/data, unchecked here)
 }
 
 
@@ -119,6 +120,53 @@ def test_humaneval_format_through_the_shipped_config(tmp_path, local_store):
     assert score(rows[0]["verifier"], wrong, "") == 0.0
 
 
+def _bfcl(rows):
+    from compass.gym.score import score
+    for r in rows:                          # the ground truth's first allowed values, as calls, pass
+        calls = [{"name": f, "arguments": {p: v[0] for p, v in args.items() if v[0] != ""}}
+                 for g in json.loads(r["reference"]) for f, args in g.items()]
+        answer = "<think>.</think>" + "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+        assert score(r["verifier"], answer, r["reference"]) == 1.0, r["id"]
+
+
+def test_bfcl_format_through_the_shipped_config(tmp_path, local_store):
+    """Three questions and two answers written here in BFCL's public format (question and answer files
+    apart, joined by id): the shipped config makes bfcl_ast prompts the ground truth passes, and the
+    question without an answer is quarantined."""
+    def fn(name, **props):
+        return {"name": name, "description": f"{name} tool", "parameters": {
+            "type": "dict", "properties": {p: {"type": t} for p, t in props.items()}, "required": list(props)[:1]}}
+    questions = [
+        {"id": "simple_0", "question": [[{"role": "user", "content": "Area of a triangle, base 10, height 5?"}]],
+         "function": [fn("triangle_area", base="integer", height="integer", unit="string")]},
+        {"id": "parallel_0", "question": [[{"role": "user", "content": "Weather in Paris and in Rome?"}]],
+         "function": [fn("weather", city="string")]},
+        {"id": "simple_1", "question": [[{"role": "user", "content": "No answer was written for this."}]],
+         "function": [fn("noop", x="integer")]},
+    ]
+    answers = [
+        {"id": "parallel_0", "ground_truth": [{"weather": {"city": ["Paris"]}}, {"weather": {"city": ["Rome"]}}]},
+        {"id": "simple_0", "ground_truth": [{"triangle_area": {"base": [10], "height": [5], "unit": ["units", ""]}}]},
+    ]
+    (tmp_path / "q.json").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    (tmp_path / "a.json").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    base = load_import_config(CONFIGS / "bfcl.yaml")
+    cfg = base.model_copy(update={"source": str(tmp_path / "q.json"),
+                                  "join": base.join.model_copy(update={"source": str(tmp_path / "a.json")})})
+    res = import_table(cfg, local_store)
+    assert (res.rows_read, res.rows_imported, res.reasons) == (3, 2, {"no_join_match": 1})
+    rows = local_store.open(res.table_uri).read_table().to_pylist()
+    assert [r["id"] for r in rows] == ["simple_0", "parallel_0"]
+    assert rows[0]["prompt"].startswith('Tools:\n[{"name": "triangle_area"')
+    assert rows[0]["prompt"].endswith("User: Area of a triangle, base 10, height 5?")
+    _bfcl(rows)
+    from compass.gym.score import score
+    one = '<think>.</think><tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>'
+    assert score(rows[1]["verifier"], one, rows[1]["reference"]) == 0.0          # one of two parallel calls
+    q = local_store.open(res.quarantine_uri).read_table().to_pylist()
+    assert q[0]["reason"] == "no_join_match" and "simple_1" in q[0]["detail"]
+
+
 def _tmmlu(rows):
     assert {r["reference"] for r in rows} <= set("ABCDE") and rows[0]["language"] == "zh-TW"
     assert not any(r["prompt"].startswith("【已刪除】") for r in rows)
@@ -168,4 +216,4 @@ def _mcq_letters(letters):
 
 CHECKS = {"gsm8k": _gsm8k, "math500": _math500, "mbpp": _mbpp, "mc_tmmlu_zh_tw": _tmmlu,
           "mc_ttqa_zh_tw": _ttqa, "pref_pandalm": _pandalm, "aime_hmmt": _aime_hmmt, "ifeval": _ifeval,
-          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE"), "humaneval": _humaneval}
+          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE"), "humaneval": _humaneval, "bfcl": _bfcl}
