@@ -27,7 +27,7 @@ import re
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
 from compass.gym.score import Reward
-from compass.gym.verifiers.tool_call import predicted_calls
+from compass.gym.verifiers.tool_call import json_list, predicted_calls
 
 _STRIP = re.compile(r"[ ,./\-_*^]")
 
@@ -59,13 +59,7 @@ def allowed(value, options: list) -> bool:
 
 def ground_truth(value) -> list[tuple[str, dict[str, list]]]:
     """BFCL ground truth (a list, or its JSON) as (function, {param: allowed values}); RowError if malformed."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise RowError("the ground truth is not valid JSON", "bad_gold") from None
-    if not isinstance(value, list):
-        raise RowError(f"the ground truth must be a list of calls, got {type(value).__name__}", "bad_gold")
+    value = json_list(value, "the ground truth")
     calls = []
     for j, g in enumerate(value):
         if not (isinstance(g, dict) and len(g) == 1):

@@ -147,15 +147,21 @@ def tool_reward(response: str, gold: list[dict]) -> dict:
     return {"format": fmt, "correct": corr, "score": fmt + corr}
 
 
-def gold_calls(value) -> list[dict]:
-    """The gold calls of a row (a list, or a JSON string of one); RowError naming the bad entry."""
+def json_list(value, what: str) -> list:
+    """A reference that must be a list (or a JSON string of one); RowError ``bad_gold`` naming ``what``."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
-            raise RowError("gold_calls is not valid JSON", "bad_gold") from None
+            raise RowError(f"{what} is not valid JSON", "bad_gold") from None
     if not isinstance(value, list):
-        raise RowError(f"gold_calls must be a list of calls, got {type(value).__name__}", "bad_gold")
+        raise RowError(f"{what} must be a list of calls, got {type(value).__name__}", "bad_gold")
+    return value
+
+
+def gold_calls(value) -> list[dict]:
+    """The gold calls of a row (a list, or a JSON string of one); RowError naming the bad entry."""
+    value = json_list(value, "gold_calls")
     calls = []
     for j, g in enumerate(value):
         call = as_call(g)
