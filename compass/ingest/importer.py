@@ -85,9 +85,9 @@ def import_table(cfg: ImportConfig, store: ArtifactStore, name: str | None = Non
                          f"(set name in the config or pass one)")
     src = resolve_source(cfg)
     sha = content_digest(src)
-    join_src = None
-    if cfg.join is not None:
-        join_src = resolve_source(_join_config(cfg))
+    join_cfg = _join_config(cfg) if cfg.join is not None else None
+    join_src = resolve_source(join_cfg) if join_cfg is not None else None
+    if join_src is not None:
         sha = digest({"source": sha, "join": content_digest(join_src)})
     version = import_version(cfg, name, sha)
     qname = quarantine_name(name)
@@ -101,7 +101,7 @@ def import_table(cfg: ImportConfig, store: ArtifactStore, name: str | None = Non
     table_w = store.begin(cfg.kind, name, version, **common)
     quar_w = store.begin("quarantine", qname, version, **common)
     try:
-        counts = _fill(cfg, src, table_w, quar_w, batch_size, _join_index(cfg, join_src))
+        counts = _fill(cfg, src, table_w, quar_w, batch_size, _join_index(cfg.join, join_cfg, join_src))
         extra = {"source": src.describe(sha, cfg.split), **counts,
                  "table_uri": table_w.uri, "quarantine_uri": quar_w.uri}
         table_w.extra.update(extra)
@@ -133,14 +133,14 @@ def _join_config(cfg: ImportConfig) -> ImportConfig:
                                   "data_files": None, "records": None, "limit": None, "join": None})
 
 
-def _join_index(cfg: ImportConfig, join_src: Source | None) -> dict | None:
+def _join_index(join, join_cfg: ImportConfig | None, join_src: Source | None) -> dict | None:
     """key value -> record of the join file. A record that cannot be read, lacks the key or repeats one
     is an error naming the file and record: a join must not guess."""
     if join_src is None:
         return None
     index: dict = {}
-    key = cfg.join.key
-    for batch in read_batches(join_src, _join_config(cfg)):
+    key = join.key
+    for batch in read_batches(join_src, join_cfg):
         for raw in batch:
             where = f"join file {raw.source}, record {raw.index}"
             if raw.rejection is not None:

@@ -218,7 +218,7 @@ def suite_rows(inputs: dict[str, Artifact]) -> list[dict]:
     world's ``math``). A prompt id in two inputs is an error naming both."""
     rows: list[dict] = []
     seen: dict[str, str] = {}
-    for slot in sorted(s for s in inputs if s == "suites" or s.startswith("suites:")):
+    for slot in sorted(s for s in inputs if SPEC.base_slot(s) == "suites"):
         label = slot.partition(":")[2]
         for r in inputs[slot].read_table().to_pylist():
             if r["id"] in seen:
