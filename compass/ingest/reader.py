@@ -51,6 +51,11 @@ def read_batches(src: Source, cfg: ImportConfig, batch_size: int = 1024) -> Iter
         yield batch
 
 
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (pyarrow's span several)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
 def _not_object(obj) -> str:
     return f"a JSON {type(obj).__name__.replace('NoneType', 'null')}, expected an object"
 
@@ -186,10 +191,23 @@ def _parquet(src: Source, cfg: ImportConfig):
             try:
                 pf = pq.ParquetFile(f)
             except (pa.ArrowException, OSError) as e:
-                raise SourceError(f"{uri}: not a readable Parquet file: {e}") from None
-            for batch in pf.iter_batches(batch_size=1024):
-                for row in batch.to_pylist():
+                raise SourceError(f"{uri}: not a readable Parquet file: {_one_line(e)}") from None
+            batches = pf.iter_batches(batch_size=1024)
+            done = 0
+            while True:
+                # A damaged page shows only when its batch is decoded: the file is refused then, and the
+                # importer discards what it had written (no row of a broken file is committed).
+                try:
+                    batch = next(batches, None)
+                    rows = batch.to_pylist() if batch is not None else []
+                except (pa.ArrowException, OSError, ValueError, OverflowError) as e:
+                    raise SourceError(f"{uri}: not a readable Parquet file (after {done} rows): "
+                                      f"{_one_line(e)}") from None
+                if batch is None:
+                    break
+                for row in rows:
                     yield uri, row, None, None
+                done += len(rows)
 
 
 def _datasets(src: Source, cfg: ImportConfig):
