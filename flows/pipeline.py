@@ -15,6 +15,17 @@ from compass.dag.run_plan import make_run_plan, pipeline_run_labels, summary_mar
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = None, store: str | None = None,
                   from_artifacts: list[str] | None = None, until: str | None = None) -> list[dict]:
+    """The whole DAG; every stage run whose version is stored is reused.
+
+    Args:
+        config_path: the pipeline YAML (built on the embedded default), read where the flow runs.
+        config: a whole pipeline config as a dict, used instead of config_path.
+        store: the artifact store root (overrides the config): ./artifacts, s3://bucket/prefix.
+        from_artifacts: resume from stored artifacts: each "NAME=REF", REF a URI from `compass artifacts ls`
+            or KIND/NAME[/VERSION] in the store (LATEST without a version), e.g.
+            "thinking_base=checkpoint/thinking_base". The stages only needed to make NAME are skipped.
+        until: a stage run to stop after (e.g. merge).
+    """
     cfg = validate(PipelineConfig, config, "config") if config is not None else load_yaml(PipelineConfig, config_path)
     if store:
         cfg.store = store

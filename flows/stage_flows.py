@@ -15,6 +15,15 @@ from compass.dag.stages import STAGES
 def _make_stage_flow(stage: str, default_run: str):
     def stage_flow(run_name: str = default_run, config_path: str = "configs/tiny.yaml",
                    store: str | None = None, inputs: dict[str, str] | None = None) -> dict:
+        """Re-run one stage run of the pipeline.
+
+        Args:
+            run_name: the pipeline's stage run (the SFT stage runs as sft_longcot or sft_domain).
+            config_path: the pipeline YAML whose section for run_name configures the stage.
+            store: the artifact store root (overrides the config).
+            inputs: {SLOT: REF}, REF a URI or KIND/NAME[/VERSION] in the store; slots left out read the
+                store's LATEST artifacts.
+        """
         cfg = load_yaml(PipelineConfig, config_path)
         if store:
             cfg.store = store

@@ -4,7 +4,7 @@ The sections are derived from the DAG (``compass.dag.pipeline``): each run's sec
 config model (``SPEC.config``), looked up by stage name, so adding a node adds its section."""
 from __future__ import annotations
 
-from pydantic import Field, create_model
+from pydantic import Field, create_model, field_validator
 
 from compass.config import StrictModel
 from compass.dag.pipeline import PIPELINE
@@ -18,6 +18,21 @@ class _PipelineBase(StrictModel):
                                    description="names of prompts tables in the store (e.g. made by `compass import`) "
                                                "that the evaluation scores beside the run's own eval_prompts: each "
                                                "is the input suites:NAME, read at its LATEST version")
+
+    schedules: dict[str, str] = Field(default_factory=dict,
+                                      description="cron schedules of the deployments `compass serve` registers: "
+                                                  "key `pipeline` (the whole DAG) or a stage run name (e.g. "
+                                                  "sft_domain), value a cron string such as '0 2 * * *'")
+    schedule_timezone: str = Field("UTC", description="the time zone the `schedules` crons are read in")
+
+    @field_validator("schedules")
+    @classmethod
+    def _known_crons(cls, v: dict[str, str]) -> dict[str, str]:
+        from compass.dag.deployments import check_cron, schedule_keys
+        unknown = sorted(set(v) - set(schedule_keys()))
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; use one of {schedule_keys()}")
+        return {k: check_cron(k, c) for k, c in v.items()}
 
     def stage_config(self, run_name: str):
         return getattr(self, run_name)

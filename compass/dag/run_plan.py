@@ -37,14 +37,26 @@ def _output_kinds() -> dict[str, str]:
     return {name: stage_spec(n.stage).outputs[slot] for n in PIPELINE for slot, name in n.outputs.items()}
 
 
+def resolve_ref(ref: str, store: ArtifactStore) -> str:
+    """An artifact reference as a user types it (the Prefect UI's parameter form, ``--from-artifact``,
+    ``--input``) -> its URI. ``KIND/NAME`` (LATEST) or ``KIND/NAME/VERSION`` names an artifact in
+    ``store``; anything else is taken as a URI or a path (the form ``compass artifacts ls`` prints)."""
+    from artifacts_schema import ARTIFACT_KINDS
+    parts = ref.strip().strip("/").split("/")
+    if "://" not in ref and not ref.startswith("/") and len(parts) in (2, 3) and parts[0] in ARTIFACT_KINDS:
+        return store.get(parts[0], parts[1], parts[2] if len(parts) == 3 else "latest").uri
+    return ref
+
+
 def resolve_provided(specs: list[str], store: ArtifactStore) -> dict[str, str]:
-    """``--from-artifact`` values: ``URI`` (the artifact's own name picks its slot) or ``NAME=URI``."""
+    """``--from-artifact`` values: ``REF`` (the artifact's own name picks its slot) or ``NAME=REF``, where
+    ``REF`` is a URI or ``KIND/NAME[/VERSION]`` in the store (``resolve_ref``)."""
     kinds = _output_kinds()
     out: dict[str, str] = {}
     for spec in specs:
         head, sep, tail = spec.partition("=")
         name, uri = (head, tail) if sep and "/" not in head else (None, spec)
-        art = Artifact.open_uri(uri, store)
+        art = Artifact.open_uri(resolve_ref(uri, store), store)
         name = name or art.name
         if name not in kinds:
             raise ValueError(f"--from-artifact {spec}: '{name}' is not an artifact of the pipeline; "
@@ -126,7 +138,7 @@ def node_call(cfg: PipelineConfig, run_name: str, inputs: dict[str, str] | None 
         raise ValueError(f"no pipeline stage run named '{run_name}'; known: {[n.run_name for n in PIPELINE]}")
     store = ArtifactStore(cfg.store, storage_options=cfg.store_options)
     kinds = _input_kinds(node)
-    resolved = dict(inputs or {})
+    resolved = {slot: resolve_ref(ref, store) for slot, ref in (inputs or {}).items()}
     for slot, name in node.inputs.items():
         if slot not in resolved:
             if slot in node.optional and store.latest_version(kinds[slot], name) is None:
