@@ -132,7 +132,20 @@ def cmd_serve(args) -> int:
         print("error: compass serve needs a Prefect server: run `prefect server start` and set "
               "PREFECT_API_URL=http://127.0.0.1:4200/api", file=sys.stderr)
         return 2
-    serve_all(os.path.abspath(args.config or default_config()), args.store, args.cron)
+    from compass.config import ConfigError, load_yaml
+    from compass.dag.config import PipelineConfig
+    from compass.dag.deployments import PIPELINE_KEY, check_cron, deployment_specs
+    config_path = os.path.abspath(args.config or default_config())
+    try:
+        cfg = load_yaml(PipelineConfig, config_path)
+        schedules = {**cfg.schedules, **({PIPELINE_KEY: check_cron(PIPELINE_KEY, args.cron)} if args.cron else {})}
+        specs = deployment_specs(config_path, args.store, schedules, cfg.schedule_timezone)
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for s in specs:
+        print(f"deployment {s.name:<14} {f'cron {s.cron!r} ({s.timezone})' if s.cron else 'on demand'}")
+    serve_all(specs)
     return 0
 
 
@@ -165,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("serve", help="serve the pipeline and every stage as Prefect deployments (UI runs)")
     v.add_argument("--config", default=None)
     v.add_argument("--store")
-    v.add_argument("--cron", help="also a scheduled pipeline deployment, e.g. '0 2 * * *'")
+    v.add_argument("--cron", help="the pipeline deployment's cron, e.g. '0 2 * * *' (overrides the config's "
+                                  "schedules.pipeline; stage schedules come from the config)")
 
     from compass.cli.artifacts import add_artifacts_parser
     add_artifacts_parser(sub)
