@@ -10,8 +10,10 @@ from __future__ import annotations
 import errno
 import importlib
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel
@@ -68,6 +70,34 @@ def is_infra_error(exc: BaseException) -> bool:
         status = getattr(exc, "status", None)
         return not isinstance(status, int) or status >= 500 or status in (408, 429)
     return module == "urllib3"
+
+
+_DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+_NEARLY_FULL_BYTES = 1 << 20
+
+
+def _disk_full(exc: BaseException, writers) -> str | None:
+    """What to say when ``exc`` came from a full disk under a writer, else None. Not every writer says
+    ENOSPC (``torch.save`` raises a bare RuntimeError), so a failure with (almost) no space left where
+    an output was being written counts too."""
+    e: BaseException | None = exc
+    for _ in range(4):
+        if e is None:
+            break
+        if isinstance(e, OSError) and e.errno in _DISK_FULL_ERRNOS:
+            return os.strerror(e.errno)
+        e = e.__cause__
+    if not isinstance(exc, (OSError, RuntimeError, ArtifactError)):
+        return None
+    for w in writers:
+        d = Path(w.dir)
+        while not d.exists() and d != d.parent:
+            d = d.parent
+        st = os.statvfs(d)
+        if st.f_bavail * st.f_frsize < _NEARLY_FULL_BYTES:
+            return f"{st.f_bavail * st.f_frsize} bytes free under {d}; {type(exc).__name__}: " \
+                   f"{str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -173,10 +203,14 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
                 raise ArtifactError(f"stage {spec.name}: output '{slot}' ({w.kind} {w.name}) is empty: "
                                     f"the stage wrote no files for it")
         arts = {s: w.commit() for s, w in writers.items()}
-    except BaseException:
+    except BaseException as e:
+        full = _disk_full(e, writers.values())
         for w in writers.values():
             if w.committed is None:
                 w.abort()
+        if full is not None:
+            raise ArtifactError(f"stage run {run_name}: no space left on the device while writing "
+                                f"{', '.join(w.uri for w in writers.values())} ({full}); nothing committed") from e
         raise
     for w in writers.values():
         clear_state(state_dir_for(w))     # the committed outputs hold everything the state had

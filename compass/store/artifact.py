@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +27,8 @@ from compass.store.layout import (
 
 if TYPE_CHECKING:
     from compass.store.store import ArtifactStore
+
+log = logging.getLogger("compass.store")
 
 
 @dataclass
@@ -111,10 +114,17 @@ class Artifact:
         return self.local_dir() / rel
 
     def _cache_intact(self, dest: Path) -> bool:
-        """Cheap check of a cached download: every file there with the manifest's size."""
+        """A cached download whose every file still matches the manifest: a local copy can rot or be
+        edited, so each file is hashed once per process (again only when its size or mtime changes)."""
         for e in self.manifest.files:
             p = dest / e.path
-            if not p.is_file() or p.stat().st_size != e.size:
+            if not p.is_file():
+                return False
+            try:
+                self._verify_local(e, str(p))
+            except ArtifactCorrupt:
+                log.warning("%s: cached copy of '%s' does not match the manifest: downloading again",
+                            self.uri, e.path)
                 return False
         return True
 
@@ -170,6 +180,9 @@ class Artifact:
                     else:  # a stale, unverified leftover
                         shutil.rmtree(dest, ignore_errors=True)
                         os.replace(tmp, dest)
+                for entry in self.manifest.files:  # hashed above (or by the process that won): not again
+                    st = (dest / entry.path).stat()
+                    self.store._verified[str(dest / entry.path)] = (st.st_size, st.st_mtime_ns)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

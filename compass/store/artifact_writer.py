@@ -137,10 +137,16 @@ class ArtifactWriter:
         mpath = store._p(self.kind, self.name, self.version, MANIFEST_FILE)
         if store.is_local:
             tmp = store._p(self.kind, self.name, self.version, f".manifest.tmp-{self.attempt}")
-            with open(tmp, "wb") as f:
-                f.write(body)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(body)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:  # a full disk, most likely: leave no half-written manifest behind
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise ArtifactError(f"{self.uri}: could not write the manifest, nothing committed: "
+                                    f"{e.strerror or e}") from e
             (self.dir / ATTEMPT_MARKER).unlink()
             try:
                 os.link(tmp, mpath)  # atomic create-if-absent: exactly one writer wins
