@@ -136,10 +136,15 @@ def read_yaml(path: str | Path, section: str | None = None) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config error: file not found: {path}")
+    if path.is_dir():
+        raise ConfigError(f"config error: {path} is a folder; give a YAML file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with open(path, encoding="utf-8") as f:    # a stream, so YAML's marks name the file
+            data = yaml.safe_load(f) or {}
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config error in {path}: not UTF-8 text (byte {e.start})") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config error in {path}: not valid YAML: {e}".replace("\n", " ")) from None
+        raise ConfigError(" ".join(f"config error in {path}: not valid YAML: {e}".split())) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config error in {path}: top level must be a mapping, got {type(data).__name__}")
     if section is None:
@@ -149,6 +154,14 @@ def read_yaml(path: str | Path, section: str | None = None) -> dict:
     if not isinstance(data[section], dict):
         raise ConfigError(f"config error in {path}: {section}: must be a mapping")
     return data[section]
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """``over`` laid onto ``base``: mappings merge key by key, anything else (lists too) replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def load_yaml(model: type[M], path: str | Path) -> M:

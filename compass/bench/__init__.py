@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 BENCHMARKS = {
     "pipeline-rerun": "compass.bench.pipeline_rerun",
@@ -26,6 +27,7 @@ BENCHMARKS = {
 
 def run_bench(name: str, argv: list[str]) -> int:
     if name not in BENCHMARKS:
-        print(f"error: unknown benchmark '{name}'; known: {', '.join(sorted(BENCHMARKS))}")
+        print(f"error: unknown benchmark '{name}'; benchmarks: {', '.join(sorted(BENCHMARKS))} "
+              f"(compass bench NAME --help for its options)", file=sys.stderr)
         return 2
     return importlib.import_module(BENCHMARKS[name]).main(argv)

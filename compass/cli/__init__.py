@@ -1,4 +1,2 @@
-"""The `compass` command: the pipeline, single stages, artifacts, the gym, imports and benchmarks."""
-from compass.cli.main import main
-
-__all__ = ["main"]
+"""The `compass` command: the pipeline, single stages, artifacts, the gym, imports and benchmarks
+(entry point ``compass.cli.main:main``)."""

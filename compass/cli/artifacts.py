@@ -1,16 +1,17 @@
-"""``compass artifacts ls|show|lineage|verify|gc``: inspect a versioned artifact store.
+"""``compass artifacts ls|show|head|lineage|verify|gc``: inspect a versioned artifact store.
 
 Every subcommand takes ``--store URI`` (default ``$COMPASS_STORE`` or ``./artifacts``; ``s3://bucket/prefix``
 works too), ``--store-option KEY=VALUE`` (repeatable, fsspec/s3fs options such as ``endpoint_url``;
 ``a.b=v`` sets nested keys, ``true``/``false``/``null`` and JSON objects are decoded) and ``--json``
 (one JSON document on stdout instead of the human tables).
 
-Artifacts are named by URI (``{root}/{kind}/{name}/{version}``) or, inside the store, by
-``KIND/NAME`` (its ``latest`` version) or ``KIND/NAME/VERSION`` (a unique version prefix is enough).
+Artifacts are named by URI (``{root}/{kind}/{name}/{version}``), by their folder, or, inside the store,
+by ``KIND/NAME`` (its ``latest`` version) or ``KIND/NAME/VERSION`` (a unique version prefix is enough).
 Errors are one line on stderr and exit code 2.
 
     python -m compass.cli.artifacts ls --kind prompts
     python -m compass.cli.artifacts show checkpoint/thinking_ckpt
+    python -m compass.cli.artifacts head quarantine/gsm8k_quarantine
     python -m compass.cli.artifacts lineage checkpoint/ckpt_final
     python -m compass.cli.artifacts gc --dry-run --prune
 """
@@ -57,6 +58,15 @@ def _add_subcommands(sub) -> None:
     show = sub.add_parser("show", parents=[common], help="one artifact's manifest and files")
     show.add_argument("target", metavar="URI_OR_KIND/NAME[/VERSION]")
 
+    head = sub.add_parser("head", parents=[common], help="a table's first rows (a quarantine: counts by reason)",
+                          description="Print a table artifact's first rows; for a quarantine table, first the "
+                                      "rows by reason, with one example detail each.")
+    head.add_argument("target", metavar="URI_OR_KIND/NAME[/VERSION]")
+    head.add_argument("-n", "--rows", type=int, default=10, help="how many rows (default 10)")
+    head.add_argument("--columns", metavar="A,B,…", help="only these columns (default: all; for a "
+                                                         "quarantine: row_index, field, reason, detail)")
+    head.add_argument("--width", type=int, default=48, help="cut each cell to this many characters (default 48)")
+
     lin = sub.add_parser("lineage", parents=[common], help="the tree of artifacts an artifact was made from")
     lin.add_argument("target", metavar="URI_OR_KIND/NAME[/VERSION]")
 
@@ -79,9 +89,9 @@ def _add_subcommands(sub) -> None:
 
 def add_artifacts_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``artifacts`` (with ls/show/lineage/verify/gc) to a CLI's subparsers; dispatch with ``run_artifacts``."""
-    p = subparsers.add_parser("artifacts", help="inspect the artifact store (ls, show, lineage, verify, gc)",
+    p = subparsers.add_parser("artifacts", help="inspect the artifact store (ls, show, head, lineage, verify, gc)",
                               description=DESCRIPTION)
-    sub = p.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,lineage,verify,gc}")
+    sub = p.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,head,lineage,verify,gc}")
     _add_subcommands(sub)
     p.set_defaults(func=run_artifacts)
     return p
@@ -89,7 +99,7 @@ def add_artifacts_parser(subparsers) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="compass artifacts", description=DESCRIPTION)
-    sub = ap.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,lineage,verify,gc}")
+    sub = ap.add_subparsers(dest="artifacts_command", required=True, metavar="{ls,show,head,lineage,verify,gc}")
     _add_subcommands(sub)
     return ap
 
@@ -121,33 +131,10 @@ def open_store(args):
 
 
 def resolve(store, target: str):
-    """An artifact from a URI, ``KIND/NAME`` (latest) or ``KIND/NAME/VERSION`` (unique prefix allowed)."""
-    from compass.store.store import Artifact, ArtifactNotFound
-    t = target.strip()
-    if "://" in t or t.startswith("/"):
-        return Artifact.open_uri(t, store)
-    parts = t.strip("/").split("/")
-    if len(parts) not in (2, 3) or not all(parts):
-        if os.path.exists(t):
-            return Artifact.open_uri(os.path.abspath(t), store)
-        raise CLIError(f"'{target}': expected a URI, KIND/NAME or KIND/NAME/VERSION")
-    kind, name = parts[0], parts[1]
-    version = parts[2] if len(parts) == 3 else "latest"
-    try:
-        return store.get(kind, name, version)
-    except ArtifactNotFound:
-        if version == "latest":
-            versions = [m.version for m in store.list(kind, name)]
-            if versions:
-                raise CLIError(f"{store.root}/{kind}/{name}: no 'latest' alias; committed versions: "
-                               f"{', '.join(versions)}") from None
-            raise CLIError(f"no committed artifact {kind}/{name} in {store.root}") from None
-        matches = [m.version for m in store.list(kind, name) if m.version.startswith(version)]
-        if len(matches) == 1:
-            return store.get(kind, name, matches[0])
-        if len(matches) > 1:
-            raise CLIError(f"{kind}/{name}/{version}: ambiguous version prefix ({', '.join(matches)})") from None
-        raise
+    """An artifact from a URI, a folder, ``KIND/NAME`` (latest) or ``KIND/NAME/VERSION`` (unique prefix
+    allowed): ``compass.runtime.artifact_ref.open_ref``."""
+    from compass.runtime.artifact_ref import open_ref
+    return open_ref(target, store)
 
 
 def human_size(n: int | None) -> str:
@@ -175,6 +162,9 @@ def table(rows: list[list], header: list[str], right: set[int] = frozenset()) ->
     def fmt(r):
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
     return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *[fmt(r) for r in cells[1:]]])
+
+
+table_text = table  # the name ``table`` is taken by pyarrow tables inside cmd_head
 
 
 def _size(manifest) -> int:
@@ -246,6 +236,59 @@ def cmd_show(args, store) -> int:
     print("\nfiles:")
     print(table([[f.path, human_size(f.size), f.sha256[:16]] for f in m.files] or [["(none)", "", ""]],
                 ["PATH", "SIZE", "SHA256"], right={1}))
+    return 0
+
+
+QUARANTINE_COLUMNS = ("row_index", "field", "reason", "detail")
+
+
+def reason_counts(table) -> list[tuple[str, int, str]]:
+    """(reason, rows, first detail or row_json) of a quarantine table, most rows first."""
+    reasons = table.column("reason").to_pylist()
+    why = table.column("detail" if "detail" in table.column_names else "row_json").to_pylist()
+    counts: dict[str, list] = {}
+    for r, d in zip(reasons, why):
+        counts.setdefault(r, [0, d])[0] += 1
+    return sorted(((r, n, d or "") for r, (n, d) in counts.items()), key=lambda x: (-x[1], x[0]))
+
+
+def _cell(v, width: int) -> str:
+    text = " ".join((v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False)).split())
+    return text if len(text) <= width else text[:max(width - 1, 1)] + "…"
+
+
+def cmd_head(args, store) -> int:
+    from artifacts_schema import TABLE_SCHEMAS
+    art = resolve(store, args.target)
+    if art.kind not in TABLE_SCHEMAS:
+        raise CLIError(f"{art.uri}: a {art.kind} artifact, not a table (`compass artifacts show` lists its files)")
+    if args.rows < 0 or args.width < 4:
+        raise CLIError("--rows must be >= 0 and --width >= 4")
+    table = art.read_table()
+    is_quarantine = art.kind == "quarantine"
+    if args.columns:
+        cols = [c.strip() for c in args.columns.split(",") if c.strip()]
+        unknown = [c for c in cols if c not in table.column_names]
+        if unknown:
+            raise CLIError(f"{art.uri}: no column(s) {', '.join(unknown)}; columns: {', '.join(table.column_names)}")
+    else:
+        cols = [c for c in QUARANTINE_COLUMNS if c in table.column_names] if is_quarantine else table.column_names
+    rows = table.slice(0, args.rows).select(cols).to_pylist()
+    reasons = reason_counts(table) if is_quarantine else None
+    if args.json:
+        doc = {"uri": art.uri, "kind": art.kind, "rows": table.num_rows, "columns": cols, "head": rows}
+        if reasons is not None:
+            doc["reasons"] = [{"reason": r, "rows": n, "example": d} for r, n, d in reasons]
+        _emit_json(doc)
+        return 0
+    print(f"{art.uri}  ({table.num_rows:,} rows)")
+    if reasons is not None:
+        print("\nrows by reason:")
+        print(table_text([[r, f"{n:,}", _cell(d, 80)] for r, n, d in reasons] or [["(none)", "0", ""]],
+                         ["REASON", "ROWS", "EXAMPLE"], right={1}))
+    print(f"\nfirst {len(rows)} row(s):" if rows else "\n(no rows)")
+    if rows:
+        print(table_text([[_cell(r[c], args.width) for c in cols] for r in rows], [c.upper() for c in cols]))
     return 0
 
 
@@ -360,7 +403,7 @@ def cmd_gc(args, store) -> int:
     return 0
 
 
-COMMANDS = {"ls": cmd_ls, "show": cmd_show, "lineage": cmd_lineage, "verify": cmd_verify, "gc": cmd_gc}
+COMMANDS = {"ls": cmd_ls, "show": cmd_show, "head": cmd_head, "lineage": cmd_lineage, "verify": cmd_verify, "gc": cmd_gc}
 
 
 def _one_line(e: BaseException) -> str:

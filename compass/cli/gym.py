@@ -33,7 +33,13 @@ def add_gym_parser(sub) -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds a row may take before it gets error 'timeout' and the verifier's error score "
                         "(default 30 with workers)")
-    s.add_argument("--judge", metavar="CKPT", help="genrm (a learned judge): the GenRM checkpoint directory")
+    s.add_argument("--judge", metavar="CKPT",
+                   help="genrm (a learned judge): the GenRM checkpoint, in any form `compass artifacts ls` shows: "
+                        "its URI, its version folder, checkpoint/NAME[/VERSION] in --store, or the model folder")
+    s.add_argument("--store", default=None, metavar="URI",
+                   help="store that --judge checkpoint/NAME is looked up in (default: $COMPASS_STORE or ./artifacts)")
+    s.add_argument("--store-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="fsspec option for the store, repeatable (e.g. endpoint_url=http://127.0.0.1:8333)")
     s.add_argument("--swap-check", action="store_true", help="genrm: ask twice with positions swapped")
     s.add_argument("--max-new-tokens", type=int, default=256, help="genrm: judge generation budget")
     return g
@@ -88,6 +94,38 @@ def _score_rows(verifier: str, items: list, workers: int | None, timeout: float 
             res = fut.result()
             out[i] = merge_fields(row, {**res.fields, "score": res.score, "error": res.error, "reason": res.reason})
     return out
+
+
+class JudgeError(ValueError):
+    """--judge names no checkpoint: one line, exit code 2."""
+
+
+def _is_model_folder(path: str) -> bool:
+    """A Hugging Face model folder that is not inside a stored artifact (e.g. copied out of one)."""
+    return os.path.isfile(os.path.join(path, "config.json")) and not any(
+        os.path.isfile(os.path.join(d, "manifest.json")) for d in (path, os.path.dirname(os.path.abspath(path))))
+
+
+def judge_dir(ref: str, store_root: str | None, store_options: list[str]) -> str:
+    """The local model folder of the checkpoint ``ref`` names (an artifact is verified and, from a remote
+    store, downloaded first)."""
+    from compass.runtime.artifact_ref import open_ref
+    from compass.store.options import parse_store_options
+    from compass.store.store import ArtifactError, ArtifactStore
+    if os.path.isdir(ref) and _is_model_folder(ref):
+        return ref
+    try:
+        store = ArtifactStore(store_root or os.environ.get("COMPASS_STORE") or "./artifacts",
+                              storage_options=parse_store_options(store_options), create=False)
+        art = open_ref(ref, store)
+        if art.kind != "checkpoint":
+            raise JudgeError(f"--judge {ref}: a {art.kind} artifact ({art.uri}), not a checkpoint")
+        path = str(art.local_dir())
+    except ArtifactError as e:
+        raise JudgeError(f"--judge {ref}: {e}") from None
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise JudgeError(f"--judge {ref}: {art.uri} holds no model (no config.json)")
+    return path
 
 
 def _judge_rows(verifier, args, items: list) -> list[dict]:
@@ -148,7 +186,8 @@ def run_gym(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if verifier.needs_judge and not args.judge:
-        print(f"error: {args.verifier} needs --judge CKPT (a GenRM checkpoint directory)", file=sys.stderr)
+        print(f"error: {args.verifier} needs --judge CKPT (a GenRM checkpoint: URI, folder or "
+              f"checkpoint/NAME in --store)", file=sys.stderr)
         return 2
     if os.path.isdir(args.input):
         print(f"error: {args.input} is a folder; give one JSONL file", file=sys.stderr)
@@ -166,6 +205,12 @@ def run_gym(args) -> int:
     if args.timeout is not None and not (args.timeout > 0 and args.timeout != float("inf")):
         print(f"error: --timeout must be a number of seconds > 0, got {args.timeout:g}", file=sys.stderr)
         return 2
+    if verifier.needs_judge:
+        try:
+            args.judge = judge_dir(args.judge, args.store, args.store_option)
+        except (JudgeError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     items = list(read_rows(args.input))
     rows = _judge_rows(verifier, args, items) if verifier.needs_judge else \
         _score_rows(args.verifier, items, args.workers, args.timeout)

@@ -1,8 +1,9 @@
 """``compass import --config FILE.yaml``: load an external set into the store (see docs/import.md).
 
 Prints the two artifact URIs (the table and its quarantine), the counts per
-quarantine reason, and how to feed the table to the pipeline. Errors are one
-line on stderr and exit code 2.
+quarantine reason, how to feed the table to the pipeline and how to see the
+quarantined rows. Errors, an import that keeps no row among them, are one line
+on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -39,7 +40,20 @@ def add_import_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def summary(res) -> str:
+SECRET_WORDS = ("key", "secret", "token", "password")
+
+
+def store_flags(root: str, store_options: list[str]) -> str:
+    """``--store ROOT`` and the ``--store-option`` flags to repeat (secrets shown as ``…``)."""
+    flags = [f"--store {root}"]
+    for it in store_options:
+        key, _, value = it.partition("=")
+        secret = any(w in key.lower() for w in SECRET_WORDS)
+        flags.append(f"--store-option {key}={'…' if secret else value}")
+    return " ".join(flags)
+
+
+def summary(res, flags: str) -> str:
     lines = [f"{res.status} {res.kind}/{res.name} version {res.version} from {res.source.get('uri')} "
              f"({res.source.get('format')}, {res.wall_s:.1f}s)",
              f"  table       {res.table_uri}  ({res.rows_imported} rows)",
@@ -51,7 +65,9 @@ def summary(res) -> str:
         lines.append("  each quarantined row is in the quarantine table with its reason, field, detail and row_json")
     lines.append("use it in the pipeline:")
     for name, what in PIPELINE_NAMES[res.kind]:
-        lines.append(f"  compass run --from-artifact {name}={res.table_uri}    # {what}")
+        lines.append(f"  compass run {flags} --from-artifact {name}={res.table_uri}    # {what}")
+    if res.rows_quarantined:
+        lines.append(f"see the quarantined rows: compass artifacts head {flags} {res.quarantine_uri}")
     return "\n".join(lines)
 
 
@@ -60,7 +76,7 @@ def run_import(args) -> int:
     from compass.store.store import ArtifactError, ArtifactStore
     from compass.store.options import parse_store_options
     from compass.ingest.config import load_import_config
-    from compass.ingest.importer import IngestError, import_table
+    from compass.ingest.importer import IngestError, NothingImported, import_table
     from compass.ingest.source import SourceError
 
     try:
@@ -72,11 +88,16 @@ def run_import(args) -> int:
     try:
         store = ArtifactStore(root, storage_options=parse_store_options(args.store_option))
         res = import_table(cfg, store, args.name)
+    except NothingImported as e:
+        see = f"; see them: compass artifacts head {store_flags(store.root, args.store_option)} " \
+              f"{e.quarantine_uri}" if e.quarantine_uri else ""
+        print(f"error: {args.config}: {e}{see}".replace("\n", " "), file=sys.stderr)
+        return 2
     except (SourceError, IngestError, ArtifactError, ValueError, OSError) as e:
         print(f"error: {args.config}: {e}".replace("\n", " "), file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({**res.to_dict(), "use": {n: res.table_uri for n, _ in PIPELINE_NAMES[res.kind]}}))
     else:
-        print(summary(res))
+        print(summary(res, store_flags(store.root, args.store_option)))
     return 0

@@ -27,15 +27,16 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def cmd_run(args) -> int:
-    from compass.config import ConfigError, load_yaml
+    from compass.config import ConfigError
     from compass.store.store import ArtifactError
-    from compass.dag.config import PipelineConfig
+    from compass.dag.pipeline_yaml import load_pipeline_config
 
     try:
-        cfg = load_yaml(PipelineConfig, args.config)
+        cfg, base_line = load_pipeline_config(args.config)
     except ConfigError as e:
         print(e, file=sys.stderr)
         return 2
+    print(base_line)
     if args.store:
         cfg.store = args.store
     from compass.cli.artifacts import CLIError, parse_store_options
@@ -44,6 +45,7 @@ def cmd_run(args) -> int:
         if args.store_option:
             cfg.store_options = {**cfg.store_options, **parse_store_options(args.store_option)}
         make_run_plan(cfg, args.from_artifact, args.until)  # bad --from-artifact / --until: one line, no flow
+        probe_store(cfg.store, cfg.store_options)           # no credentials, no endpoint: one line, no flow
     except (CLIError, ArtifactError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -106,21 +108,31 @@ def _eval_summary(rows: list[dict], cfg) -> str:
     return "\n".join(lines)
 
 
+def probe_store(root: str, options: dict) -> None:
+    """Touch the store once, so that missing credentials or an unreachable endpoint end the command
+    before any work starts (the client's exception reaches ``main``, which prints one line)."""
+    from compass.store.store import ArtifactStore
+    store = ArtifactStore(root, storage_options=options, create=False)
+    if not store.is_local:
+        store.fs.exists(store.root_path)
+
+
 def cmd_stage(args, rest: list[str]) -> int:
     from compass.runtime.stage_cli import main as stage_main
-    return stage_main(args.stage, rest)
+    return stage_main(args.stage, rest, prog=f"compass stage {args.stage}")
 
 
 def cmd_config(args) -> int:
     import yaml
 
-    from compass.config import ConfigError, load_yaml
-    from compass.dag.config import PipelineConfig
+    from compass.config import ConfigError
+    from compass.dag.pipeline_yaml import load_pipeline_config
     try:
-        cfg = load_yaml(PipelineConfig, args.config or default_config())
+        cfg, base_line = load_pipeline_config(args.config or default_config())
     except ConfigError as e:
         print(e, file=sys.stderr)
         return 2
+    print(f"# {base_line}")     # a YAML comment: the output stays a loadable config
     print(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), end="")
     return 0
 
@@ -165,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show third-party INFO logs (mergekit, transformers, Ray, Prefect) on the console too; "
                         "they always go to the run's log file (.compass/logs/)")
 
-    s = sub.add_parser("stage", help="run one stage without Prefect (see python -m stages.NAME --help)",
+    s = sub.add_parser("stage", help="run one stage without Prefect (compass stage NAME --help)",
                        add_help=False)
     s.add_argument("stage")
 
@@ -205,9 +217,28 @@ def _list_choices(command: str) -> int:
     return 0
 
 
+def _store_arg(argv: list[str]) -> str | None:
+    """The ``--store`` a command line names, for an error line about it."""
+    for i, a in enumerate(argv):
+        if a == "--store" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--store="):
+            return a.split("=", 1)[1]
+    return os.environ.get("COMPASS_STORE")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     setup_logging()
+    from compass.store.options import backend_error_line, backend_errors
+    try:
+        return _dispatch(argv)
+    except backend_errors() as e:        # e.g. no S3 credentials, an endpoint nobody listens on
+        print(f"error: {backend_error_line(e, _store_arg(argv))}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str]) -> int:
     ap = build_parser()
     if argv[:1] in (["stage"], ["bench"]) and (len(argv) < 2 or argv[1] in ("-h", "--help")):
         return _list_choices(argv[0])

@@ -5,14 +5,17 @@ the config and the importer's code, so importing the same bytes the same way
 again reuses what is stored. Rows stream from the source into the two table
 writers; rows read = rows imported + rows quarantined (and the per-reason
 counts sum to the latter) is checked before anything is committed, and any
-failure removes both uncommitted payloads. The quarantine commits first, so a
-visible table always has its quarantine beside it.
+failure removes both uncommitted payloads (and the folders made for them). The
+quarantine commits first, so a visible table always has its quarantine beside
+it. An import that keeps no row commits only its quarantine and raises
+``NothingImported``: an empty table would stand in for the set.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -40,6 +43,15 @@ QUARANTINE_SLOT = "import"   # the data_filter's quarantine names its input slot
 
 class IngestError(RuntimeError):
     """The import cannot finish (e.g. its counts do not balance); nothing was committed."""
+
+
+class NothingImported(IngestError):
+    """Every row was quarantined (or the source had none): no table is committed, only the quarantine,
+    so that its rows and reasons can be read (``compass artifacts head``)."""
+
+    def __init__(self, message: str, quarantine_uri: str | None):
+        super().__init__(message)
+        self.quarantine_uri = quarantine_uri
 
 
 @dataclass
@@ -101,19 +113,44 @@ def import_table(cfg: ImportConfig, store: ArtifactStore, name: str | None = Non
     table_w = store.begin(cfg.kind, name, version, **common)
     quar_w = store.begin("quarantine", qname, version, **common)
     try:
-        counts = _fill(cfg, src, table_w, quar_w, batch_size, _join_index(cfg.join, join_cfg, join_src))
+        counts, examples = _fill(cfg, src, table_w, quar_w, batch_size, _join_index(cfg.join, join_cfg, join_src))
         extra = {"source": src.describe(sha, cfg.split), **counts,
                  "table_uri": table_w.uri, "quarantine_uri": quar_w.uri}
         table_w.extra.update(extra)
         quar_w.extra.update(extra)
+        if counts["rows_read"] == 0:
+            raise NothingImported(f"{src.describe(sha, cfg.split).get('uri')}: the source has no rows", None)
         quarantine = quar_w.commit()
+        if counts["rows_imported"] == 0:
+            # An empty table would replace a good LATEST (eval_suites reads it): commit only the evidence.
+            store.set_latest(quarantine.kind, quarantine.name, quarantine.version)
+            raise NothingImported(_nothing_imported(counts, examples), quarantine.uri)
         table = table_w.commit()
     except BaseException:
         for w in (table_w, quar_w):
             w.abort()  # a no-op for one already committed: it is complete on its own
+            _remove_empty_folders(store, w)
         raise
     log.info("import %s: committed version %s", name, version)
     return _finish(store, table, quarantine, "imported", t0)
+
+
+def _nothing_imported(counts: dict, examples: dict[str, str]) -> str:
+    top = sorted(counts["quarantined"].items(), key=lambda kv: (-kv[1], kv[0]))
+    reasons = ", ".join(f"{r} {n:,}" + (f" (e.g. {examples[r]})" if examples.get(r) else "") for r, n in top[:3])
+    return f"all {counts['rows_read']:,} rows were quarantined, none imported: {reasons}"
+
+
+def _remove_empty_folders(store: ArtifactStore, w: ArtifactWriter) -> None:
+    """After an abort, the version and name folders the writer made, if nothing else is in them
+    (a local store; object stores have no folders)."""
+    if not store.is_local:
+        return
+    for parts in ((w.kind, w.name, w.version), (w.kind, w.name), (w.kind,)):
+        try:
+            os.rmdir(store._p(*parts))     # only an empty folder goes; a busy one raises and stays
+        except OSError:
+            return
 
 
 def _finish(store: ArtifactStore, table: Artifact, quarantine: Artifact, status: str, t0: float) -> ImportResult:
@@ -170,6 +207,7 @@ def _fill(cfg: ImportConfig, src: Source, table_w: ArtifactWriter, quar_w: Artif
     """Stream the source through the mapper into the two writers; return the balanced counts."""
     mapper = RowMapper(cfg)
     reasons: Counter[str] = Counter()
+    examples: dict[str, str] = {}       # reason -> the first row's detail, for a one-line error
     first_row_of_id: dict[str, int] = {}
     read = imported = 0
     with table_w.table_writer() as write_table, quar_w.table_writer() as write_quarantine:
@@ -189,6 +227,7 @@ def _fill(cfg: ImportConfig, src: Source, table_w: ArtifactWriter, quar_w: Artif
                         continue
                     out = ("id", "duplicate_id", f"id {out['id']!r} already used by row {first}")
                 reasons[out[1]] += 1
+                examples.setdefault(out[1], out[2])
                 bad.append(quarantine_row(cfg, raw, out))
             imported += len(good)
             if good:
@@ -202,7 +241,7 @@ def _fill(cfg: ImportConfig, src: Source, table_w: ArtifactWriter, quar_w: Artif
             quar_w.rows != counts["rows_quarantined"]:
         raise IngestError(f"import {table_w.uri}: counts do not balance (read {read}, table {table_w.rows}, "
                           f"quarantine {quar_w.rows}, by reason {counts['quarantined']}); nothing committed")
-    return counts
+    return counts, examples
 
 
 def _cut(obj, limit: int):

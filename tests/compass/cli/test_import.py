@@ -41,8 +41,10 @@ def test_import_prints_uris_counts_and_the_pipeline_hint(tmp_path, capsys, monke
     assert "rows read 4 = imported 2 + quarantined 2" in out
     assert "no_match" in out and "malformed_json" in out
     uri = next(w for w in out.split() if w.startswith("file://") and "/prompts/myset/" in w)
-    assert f"compass run --from-artifact raw_prompts={uri}" in out
+    # the hint is runnable as printed: it names the store the table is in
+    assert f"compass run --store file://{store} --from-artifact raw_prompts={uri}" in out
     assert f"--from-artifact eval_prompts={uri}" in out
+    assert f"compass artifacts head --store file://{store} file://{store}/quarantine/myset_quarantine/" in out
 
     assert main(["import", "--config", str(cfg), "--store", store, "--json", "--name", "myset"]) == 0
     res = json.loads(capsys.readouterr().out)
