@@ -75,7 +75,9 @@ def zero_variance_tokens(metrics_files: list[Path]) -> tuple[int, int]:
 
 
 def _seeded_config(config: Path, seed: int, out: Path) -> Path:
-    cfg = yaml.safe_load(config.read_text())
+    from compass.dag.pipeline_yaml import NO_BASE, load_pipeline_dict
+    cfg, _ = load_pipeline_dict(config)    # a partial file built on its base, written whole
+    cfg["base"] = NO_BASE
     for section in cfg.values():
         if isinstance(section, dict) and "seed" in section:
             section["seed"] = seed

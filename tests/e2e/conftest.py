@@ -36,6 +36,7 @@ def write_config(path: Path, store: str, **extra) -> Path:
     for key, over in E2E_OVERRIDES.items():
         base.setdefault(key, {}).update(over)
     base["store"] = store
+    base["base"] = "none"       # a whole config: not laid onto tiny.yaml again (its suites would come back)
     base.update(extra)
     path.write_text(yaml.safe_dump(base, sort_keys=False))
     return path
