@@ -47,6 +47,8 @@ def is_infra_error(exc: BaseException) -> bool:
     """True for errors that a retry may cure; never for bad input or config."""
     if isinstance(exc, InfraError):
         return True
+    if isinstance(exc, ArtifactError) and exc.__cause__ is not None:
+        return is_infra_error(exc.__cause__)  # the store names the artifact; the cause says what failed
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     module = type(exc).__module__.split(".")[0]

@@ -156,24 +156,40 @@ class ArtifactWriter:
                 return store.get(self.kind, self.name, self.version)
             os.unlink(tmp)
         else:
-            remote_dir = store._p(self.kind, self.name, self.version, self.attempt)
-            if manifest.files:
-                store.fs.put([str(self.dir / e.path) for e in manifest.files],
-                             [f"{remote_dir}/{e.path}" for e in manifest.files],
-                             callback=transfer_progress(f"upload {self.kind}/{self.name}"))
-            shutil.rmtree(self.dir, ignore_errors=True)
-            if store.exists(self.kind, self.name, self.version):
-                return self._lost_race(remote_dir)
-            store.fs.invalidate_cache()
-            uploaded = {k[len(remote_dir) + 1:] for k in store.fs.find(remote_dir)}
-            missing = [e.path for e in manifest.files if e.path not in uploaded]
-            if missing:
-                raise ArtifactError(f"{self.uri}: payload {self.attempt} lost {missing[:3]} after upload (gc?); "
-                                    f"nothing committed")
-            if not self._put_manifest_if_absent(mpath, body):
-                return self._lost_race(remote_dir)
+            try:
+                won = self._upload(manifest, mpath, body)
+            except ArtifactError:
+                raise
+            except Exception as e:  # the server went away mid-upload, refused, timed out: name what failed
+                first = (str(e).strip().splitlines() or [""])[0]
+                raise ArtifactError(f"{self.uri}: upload of payload {self.attempt} failed, nothing committed: "
+                                    f"{type(e).__name__}: {first}") from e
+            if won is not None:
+                return won
         self.committed = Artifact(store, manifest)
         return self.committed
+
+    def _upload(self, manifest: Manifest, mpath: str, body: bytes) -> Artifact | None:
+        """Upload the payload, then the manifest if no other writer's is there. Another writer's artifact
+        when it won the race, else None (ours is committed)."""
+        store = self.store
+        remote_dir = store._p(self.kind, self.name, self.version, self.attempt)
+        if manifest.files:
+            store.fs.put([str(self.dir / e.path) for e in manifest.files],
+                         [f"{remote_dir}/{e.path}" for e in manifest.files],
+                         callback=transfer_progress(f"upload {self.kind}/{self.name}"))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if store.exists(self.kind, self.name, self.version):
+            return self._lost_race(remote_dir)
+        store.fs.invalidate_cache()
+        uploaded = {k[len(remote_dir) + 1:] for k in store.fs.find(remote_dir)}
+        missing = [e.path for e in manifest.files if e.path not in uploaded]
+        if missing:
+            raise ArtifactError(f"{self.uri}: payload {self.attempt} lost {missing[:3]} after upload (gc?); "
+                                f"nothing committed")
+        if not self._put_manifest_if_absent(mpath, body):
+            return self._lost_race(remote_dir)
+        return None
 
     def _put_manifest_if_absent(self, mpath: str, body: bytes) -> bool:
         """Conditional PUT (``If-None-Match: *``): False when another manifest is there.
