@@ -190,7 +190,7 @@ def _parquet(src: Source, cfg: ImportConfig):
         with src.fs.open(path, "rb") as f:
             try:
                 pf = pq.ParquetFile(f)
-            except (pa.ArrowException, OSError) as e:
+            except (pa.ArrowException, OSError, ValueError) as e:  # a damaged footer: UnicodeDecodeError too
                 raise SourceError(f"{uri}: not a readable Parquet file: {_one_line(e)}") from None
             batches = pf.iter_batches(batch_size=1024)
             done = 0

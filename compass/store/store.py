@@ -18,6 +18,7 @@ from pathlib import Path
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from pydantic import ValidationError
 
 from artifacts_schema import MANIFEST_FILE, Manifest
 from compass.store.artifact import Artifact
@@ -32,6 +33,26 @@ from compass.store.layout import (  # noqa: F401  (re-exported: the store's publ
     ArtifactError,
     ArtifactNotFound,
 )
+
+
+def _bad_relpath(path: str) -> bool:
+    """Not a plain relative path inside the version directory (empty, absolute, '..', over-long names)."""
+    parts = path.split("/")
+    return not path or path.startswith("/") or "\\" in path or \
+        any(p in ("", ".", "..") or len(p.encode("utf-8", "surrogatepass")) > 255 for p in parts)
+
+
+def manifest_problem(m: Manifest, kind: str, name: str, version: str) -> str | None:
+    """Why a parsed manifest cannot be the one at ``kind/name/version``: it names another artifact, or
+    points at files outside its own version directory (a hand-edited or foreign manifest)."""
+    if (m.kind, m.name, m.version) != (kind, name, version):
+        return f"it describes {m.kind}/{m.name}/{m.version}"
+    if "/" in m.payload_dir or _bad_relpath(m.payload_dir):
+        return f"payload_dir {m.payload_dir[:80]!r} is not a folder name"
+    for f in m.files:
+        if _bad_relpath(f.path):
+            return f"file path {f.path[:80]!r} leaves the payload folder"
+    return None
 
 
 class ArtifactStore:
@@ -86,9 +107,17 @@ class ArtifactStore:
         except FileNotFoundError:
             return None
         try:
-            return Manifest.model_validate_json(raw)
-        except ValueError as e:
-            raise ArtifactCorrupt(f"{self.uri(kind, name, version)}: unreadable manifest: {e}") from None
+            m = Manifest.model_validate_json(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the document"
+            more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+            raise ArtifactCorrupt(f"{self.uri(kind, name, version)}: unreadable manifest: {where}: "
+                                  f"{first['msg']}{more}") from None
+        why = manifest_problem(m, kind, name, version)
+        if why:
+            raise ArtifactCorrupt(f"{self.uri(kind, name, version)}: unreadable manifest: {why}")
+        return m
 
     def exists(self, kind: str, name: str, version: str) -> bool:
         if not self.is_local:
