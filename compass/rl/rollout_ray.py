@@ -47,6 +47,7 @@ import numpy as np
 from compass.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
                                    start_actors)
 from compass.rl.rollout import Completion, RolloutBackend, SamplingParams, get_rollout_backend
+from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
@@ -166,15 +167,22 @@ class RayRolloutPool(RolloutBackend):
         for k, (idx, shard_sampling) in enumerate(self.shards(prompt_ids, n, sampling)):
             if idx:
                 ref = self.actors[k].generate.remote([list(prompt_ids[i]) for i in idx], n, shard_sampling)
-                pending[ref] = idx
+                pending[ref] = (k, idx)
         return self._collect(pending)
 
-    @staticmethod
-    def _collect(pending: dict) -> Iterator[tuple[int, list[Completion]]]:
+    def _collect(self, pending: dict) -> Iterator[tuple[int, list[Completion]]]:
         while pending:
             (ref,), _ = ray.wait(list(pending), num_returns=1)
-            idx = pending.pop(ref)
-            groups = ray.get(ref)
+            k, idx = pending.pop(ref)
+            try:
+                groups = ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                # The process is gone (killed, out of memory, node lost): a machinery failure, so the
+                # orchestrator's retry may run the stage again, which resumes from its saved state.
+                why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                self.close(timeout_s=5.0)      # the others may be mid-shard: do not wait for work no one reads
+                raise InfraError(f"rollout pool ({self.name}): actor {k} of {self.workers} died while generating "
+                                 f"{len(idx)} prompt(s): {type(e).__name__}: {why}") from e
             if len(groups) != len(idx):
                 raise RuntimeError(f"a rollout actor returned {len(groups)} groups for {len(idx)} prompts")
             for group in groups:

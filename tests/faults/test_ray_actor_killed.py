@@ -1,0 +1,72 @@
+"""A Ray rollout actor killed (SIGKILL of its process) while it generates: the pool raises one clear,
+retryable error naming the actor (the Prefect task retries infrastructure errors, and an RL stage re-run
+resumes from its saved state), closing the pool still works, and a new pool generates again. The
+evaluation's sampler (``compass.rl.rollout_sampler.open_sampler`` with workers) generates through this
+same pool, so the same holds there."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from compass.lm.chat import chat_prefix
+from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+from compass.rl.ray_cluster import ensure_ray
+from compass.rl.rollout import SamplingParams
+from compass.rl.rollout_ray import RayRolloutPool
+from compass.runtime.runner import is_infra_error
+
+import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
+
+pytestmark = pytest.mark.slow
+
+TEXTS = ["1+1=?", "What is 12 times 7?", "Sort 3, 1, 2.", "hi", "Name a prime number."] * 4
+LONG = SamplingParams(max_new_tokens=200, temperature=1.0, seed=3)   # long enough to be caught generating
+
+
+@pytest.fixture(scope="module")
+def ray_up():
+    ensure_ray(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer("")
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    return build_model(ModelConfig(), tok, seed=1)
+
+
+def _kill_when_busy(pid: int) -> threading.Timer:
+    t = threading.Timer(1.0, os.kill, (pid, signal.SIGKILL))
+    t.start()
+    return t
+
+
+def test_rollout_actor_killed_mid_generation(ray_up, model, tok):
+    ids = [tok(chat_prefix(tok, t), add_special_tokens=False)["input_ids"] for t in TEXTS]
+    pool = RayRolloutPool("hf", model, tok, workers=2)
+    pids = ray.get([a.ready.remote() for a in pool.actors])
+    timer = _kill_when_busy(pids[1])
+    try:
+        with pytest.raises(Exception) as e:
+            pool.generate(ids, 2, LONG)
+    finally:
+        timer.join()
+        pool.close()                              # a dead actor does not stop the close
+    msg = str(e.value)
+    assert "\n" not in msg and "rollout pool (hf)" in msg and "actor 1 of 2 died" in msg, msg
+    assert is_infra_error(e.value)                # retried by flows/stage_task.py
+    assert pool.actors == []
+    again = RayRolloutPool("hf", model, tok, workers=2)    # Ray itself is fine: a new pool works
+    try:
+        out = again.generate(ids[:3], 1, SamplingParams(max_new_tokens=4, temperature=1.0, seed=0))
+        assert len(out) == 3 and all(len(g) == 1 for g in out)
+    finally:
+        again.close()
