@@ -20,8 +20,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def compass(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    base = {**os.environ, "COMPASS_LOG_DIR": str(cwd / "logs"), "COMPASS_PROGRESS": "0",
-            "COMPASS_CACHE": str(cwd / "cache")}
+    """``compass ARGS`` in a subprocess; ``env`` adds to this environment less its AWS_* (the session's
+    S3 server sets some)."""
+    base = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            "COMPASS_LOG_DIR": str(cwd / "logs"), "COMPASS_PROGRESS": "0", "COMPASS_CACHE": str(cwd / "cache")}
     return subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=cwd, env={**base, **(env or {})},
                           capture_output=True, text=True, timeout=60)
 
@@ -48,14 +50,13 @@ def free_port() -> int:
 def test_s3_store_without_credentials_or_endpoint_is_one_line(tmp_path):
     no_creds = {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
                 "AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    proc = compass(["artifacts", "ls", "--store", "s3://nobucket/x"], tmp_path, {**env, **no_creds})
+    proc = compass(["artifacts", "ls", "--store", "s3://nobucket/x"], tmp_path, no_creds)
     one_error_line(proc, "s3://nobucket/x", "credentials", "anon=true")
 
     port = free_port()                      # nothing listens here: the connection is refused at once
     creds = {**no_creds, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
     proc = compass(["artifacts", "ls", "--store", "s3://nobucket/x", "--store-option",
-                    f"endpoint_url=http://127.0.0.1:{port}"], tmp_path, {**env, **creds})
+                    f"endpoint_url=http://127.0.0.1:{port}"], tmp_path, creds)
     one_error_line(proc, "cannot reach store s3://nobucket/x", f"127.0.0.1:{port}")
 
 
