@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import PydanticCustomError
 
+from compass.credentials import CredentialsInConfig
+
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -114,6 +116,8 @@ def format_validation_error(err: ValidationError, model: type[BaseModel], source
             msg = e["msg"]
         elif e["type"] == "missing":
             msg = "required key is missing"
+        elif isinstance(e.get("ctx", {}).get("error"), CredentialsInConfig):
+            msg = str(e["ctx"]["error"])           # names the key; the input (the secret) is not echoed
         else:
             got = repr(e.get("input"))
             got = got if len(got) <= 80 else got[:77] + "..."

@@ -30,12 +30,22 @@ import sys
 import time
 from pathlib import Path
 
+from compass.credentials import redact
+
 OURS = "compass"
 FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 # Per-request INFO lines of Prefect's HTTP client: kept out of the log file too.
 CHATTY = ("httpx", "httpcore")
 # Libraries with their own stderr handler (and their own level) that we route through ours.
 ADOPTED = ("ray", "transformers", "datasets")
+
+class RedactingFormatter(logging.Formatter):
+    """The usual format, with every secret the environment holds (``compass.credentials.SECRET_ENV``)
+    replaced by ``***``: a library that prints its configuration or a request cannot put one in a log."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
 
 class ConsoleFilter(logging.Filter):
     """Our records from the handler's level; third parties' only from WARNING unless verbose."""
@@ -73,7 +83,7 @@ def setup_logging(*, verbose: bool | None = None, log_file: str | Path | None = 
     for h in [h for h in root.handlers if getattr(h, "_compass", False)]:
         root.removeHandler(h)
         h.close()
-    fmt = logging.Formatter(FORMAT)
+    fmt = RedactingFormatter(FORMAT)
     console = _marked(logging.StreamHandler(sys.stderr))
     console.setLevel(os.environ.get("COMPASS_LOG_LEVEL", "INFO").upper())
     console.addFilter(ConsoleFilter(verbose))

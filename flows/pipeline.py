@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from flows.credentials import apply_credentials_block
 from flows.run_labels import label_flow_run
 from flows.stage_task import stage_task
 from compass.config import load_yaml, validate
@@ -29,6 +30,7 @@ def pipeline_flow(config_path: str = "configs/tiny.yaml", config: dict | None = 
     cfg = validate(PipelineConfig, config, "config") if config is not None else load_yaml(PipelineConfig, config_path)
     if store:
         cfg.store = store
+    apply_credentials_block(cfg.store_options)
     run = make_run_plan(cfg, from_artifacts, until)
     rows = []
     for node in run.steps:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows.credentials import apply_credentials_block
 from flows.stage_task import stage_task
 from compass.config import load_yaml
 from compass.dag.config import PipelineConfig
@@ -27,6 +28,7 @@ def _make_stage_flow(stage: str, default_run: str):
         cfg = load_yaml(PipelineConfig, config_path)
         if store:
             cfg.store = store
+        apply_credentials_block(cfg.store_options)
         return stage_task(**node_call(cfg, run_name, inputs))
     # Served deployments re-import the flow by its qualified name: it must be the module-level one.
     stage_flow.__name__ = stage_flow.__qualname__ = f"{stage}_flow"

@@ -44,6 +44,9 @@ def cmd_run(args) -> int:
     try:
         if args.store_option:
             cfg.store_options = {**cfg.store_options, **parse_store_options(args.store_option)}
+        if cfg.store_options.get("credentials_block"):
+            from flows.credentials import apply_credentials_block
+            apply_credentials_block(cfg.store_options)      # a Prefect Secret block -> this process's env
         make_run_plan(cfg, args.from_artifact, args.until)  # bad --from-artifact / --until: one line, no flow
         probe_store(cfg.store, cfg.store_options)           # no credentials, no endpoint: one line, no flow
     except (CLIError, ArtifactError, ValueError) as e:

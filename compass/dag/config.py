@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import Field, create_model, field_validator
 
 from compass.config import StrictModel
+from compass.credentials import refuse_credentials
 from compass.dag.pipeline import PIPELINE
 from compass.dag.stages import stage_spec
 
@@ -33,6 +34,12 @@ class _PipelineBase(StrictModel):
         if unknown:
             raise ValueError(f"unknown key(s) {unknown}; use one of {schedule_keys()}")
         return {k: check_cron(k, c) for k, c in v.items()}
+
+    @field_validator("store_options")
+    @classmethod
+    def _no_credentials(cls, v: dict) -> dict:
+        refuse_credentials(v, "store_options.")   # the config is a flow parameter: it is stored and shown
+        return v
 
     def stage_config(self, run_name: str):
         return getattr(self, run_name)

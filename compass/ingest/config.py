@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from artifacts_schema.tables import table_schema
 from compass.config import ConfigError, StrictModel, format_validation_error, read_yaml, suggest_key
+from compass.credentials import refuse_credentials
 
 LABELS = ("A", "B", "TIE")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -186,6 +187,12 @@ class ImportConfig(StrictModel):
     join: JoinConfig | None = Field(None, description="records of a second file joined by key; a row with no "
                                                       "match is quarantined (no_join_match)")
     max_field_chars: int = Field(100_000, ge=1, description="a longer string value quarantines the row (too_long)")
+
+    @field_validator("storage_options")
+    @classmethod
+    def _no_credentials(cls, v: dict) -> dict:
+        refuse_credentials(v, "storage_options.")  # the config is hashed and recorded with the import
+        return v
 
     @field_validator("columns", mode="before")
     @classmethod

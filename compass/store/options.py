@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from compass.credentials import refuse_credentials
+
 
 def _decode(value: str):
     low = value.strip().lower()
@@ -32,6 +34,7 @@ def parse_store_options(items: list[str]) -> dict:
                 raise ValueError(f"--store-option {it}: '{part}' is already set to a value")
             cur = nxt
         cur[parts[-1]] = _decode(value)
+    refuse_credentials(out, "--store-option ")
     return out
 
 
@@ -51,8 +54,8 @@ def backend_error_line(e: BaseException, root: str | None) -> str:
     text = " ".join(str(e).split()) or type(e).__name__
     name = type(e).__name__
     if name in ("NoCredentialsError", "PartialCredentialsError"):
-        hint = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), pass --store-option key=… "
-                "--store-option secret=…, or --store-option anon=true for a public bucket")
+        hint = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), name a Prefect Secret block "
+                "(--store-option credentials_block=NAME), or --store-option anon=true for a public bucket")
         return f"cannot open {where}: {text}: {hint}"
     if "Connect" in name or "Timeout" in name:
         return f"cannot reach {where}: {text} (check --store-option endpoint_url=…)"

@@ -21,6 +21,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pydantic import ValidationError
 
 from artifacts_schema import MANIFEST_FILE, Manifest
+from compass.credentials import fsspec_options
 from compass.store.artifact import Artifact
 from compass.store.artifact_writer import ArtifactWriter
 from compass.store.layout import (  # noqa: F401  (re-exported: the store's public names)
@@ -59,7 +60,7 @@ class ArtifactStore:
     def __init__(self, root: str = "./artifacts", storage_options: dict | None = None,
                  cache_dir: str | Path | None = None, create: bool = True):
         self.storage_options = dict(storage_options or {})
-        fs, path = fsspec.core.url_to_fs(root, **self.storage_options)
+        fs, path = fsspec.core.url_to_fs(root, **fsspec_options(self.storage_options))
         self.fs = fs
         self.is_local = isinstance(fs, LocalFileSystem)
         if self.is_local:

@@ -18,7 +18,7 @@ def test_s3_source_into_s3_store(s3_store_root, tmp_path):
                  b'{"q": "1+1?", "a": "2"}\n{"q": "bad \xff", "a": "1"}\n{"q": "2+2?", "a": "4"}\n')
     store = ArtifactStore(f"{root}/store", storage_options=opts, cache_dir=tmp_path / "cache")
     cfg = ImportConfig.model_validate({
-        "source": f"{root}/src/set.jsonl", "storage_options": opts, "kind": "prompts", "id_template": "s-{index}",
+        "source": f"{root}/src/set.jsonl", "storage_options": {"endpoint_url": s3_store_root.endpoint}, "kind": "prompts", "id_template": "s-{index}",
         "columns": {"prompt": "q", "reference": "a"},
         "defaults": {"domain": "math", "task": "s3", "language": "en", "verifier": {"type": "math_exact"}}})
     res = import_table(cfg, store, "s3set")
