@@ -206,11 +206,13 @@ def test_add_artifacts_parser_into_another_cli(store: ArtifactStore, capsys):
 
 def test_helpers():
     assert parse_store_options(["endpoint_url=http://h:1", "use_ssl=false", "client_kwargs.region_name=eu",
-                                'config_kwargs={"connect_timeout": 2}', "secret=123"]) == {
+                                'config_kwargs={"connect_timeout": 2}']) == {
         "endpoint_url": "http://h:1", "use_ssl": False, "client_kwargs": {"region_name": "eu"},
-        "config_kwargs": {"connect_timeout": 2}, "secret": "123"}
+        "config_kwargs": {"connect_timeout": 2}}
     with pytest.raises(CLIError):
         parse_store_options(["=x"])
+    with pytest.raises(CLIError, match="--store-option secret: credentials are not taken"):
+        parse_store_options(["secret=123"])       # credentials come from the environment (docs/secrets.md)
     assert [human_size(n) for n in (None, 0, 1023, 1024, 5 * 1024 ** 3)] == ["-", "0 B", "1023 B", "1.0 KiB",
                                                                           "5.0 GiB"]
 
