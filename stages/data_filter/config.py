@@ -21,6 +21,10 @@ class DataFilterConfig(DedupSettings):
     # -- streaming -----------------------------------------------------------------------
     batch_rows: int = Field(4096, ge=1, description="rows read, screened and written at a time (memory: a batch "
                                                     "of rows as Arrow and as Python strings)")
+    ray_workers: int = Field(0, ge=0, description="0: the per-row work runs in the stage's process; N: on Ray Data "
+                                                   "with N concurrent tasks (the cluster at $RAY_ADDRESS, else a "
+                                                   "local Ray); the dedup decisions stay in the stage's process, "
+                                                   "so the output is the same")
 
     @field_validator("harm_filter")
     @classmethod

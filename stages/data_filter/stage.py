@@ -17,6 +17,7 @@ import json
 import logging
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from artifacts_schema.tables import TABLE_SCHEMAS
@@ -53,28 +54,36 @@ def decontaminator(cfg: DataFilterConfig, evals: Artifact) -> Decontaminator:
                           suites=suites, ids=ids)
 
 
-def _quarantine(source: Artifact, slot: str, start: int, why: list, cols: dict[str, list]) -> pa.Table | None:
+def _quarantine(source: Artifact, slot: str, start: int, why: list, batch: pa.RecordBatch) -> pa.Table | None:
+    bad = [i for i, w in enumerate(why) if w is not None]
+    if not bad:
+        return None
+    cols, _ = quality.scan_batch(batch.take(pa.array(bad, pa.int64())), 1 << 62)   # the rows' values, decoded safely
     rows = []
-    for i, w in enumerate(why):
-        if w is None:
-            continue
-        field, reason, detail = w
-        row = {name: values[i] for name, values in cols.items()}
+    for k, i in enumerate(bad):
+        field, reason, detail = why[i]
+        row = {name: values[k] for name, values in cols.items()}
         rows.append({"source": source.uri, "row_index": start + i, "field": field, "reason": reason,
                      "row_json": json.dumps(row, ensure_ascii=False, sort_keys=True, default=str),
                      "slot": slot, "detail": detail})
-    return pa.Table.from_pylist(rows, schema=QUARANTINE_SCHEMA) if rows else None
+    return pa.Table.from_pylist(rows, schema=QUARANTINE_SCHEMA)
 
 
 def _screen(source: Artifact, screen: Screen, cfg: DataFilterConfig, write_quarantine):
-    """Yield (batch, kept row positions, columns) per batch; rejected rows go to the quarantine."""
-    for batch in source.iter_batches(batch_size=cfg.batch_rows):
+    """Yield (batch, kept row positions) per batch; rejected rows go to the quarantine. The per-row
+    work runs here, or on Ray Data workers when ``ray_workers`` > 0 (the decisions stay here)."""
+    if cfg.ray_workers:
+        from stages.data_filter.ray_rows import ray_features
+        pairs = ray_features(source, screen.work, cfg)
+    else:
+        pairs = ((batch, None) for batch in source.iter_batches(batch_size=cfg.batch_rows))
+    for batch, features in pairs:
         start = screen.rows_in
-        why, cols = screen.batch(batch)
-        q = _quarantine(source, screen.slot, start, why, cols)
+        why = screen.batch(batch) if features is None else screen.decide(batch, features)
+        q = _quarantine(source, screen.slot, start, why, batch)
         if q is not None:
             write_quarantine(q)
-        yield batch, [i for i, w in enumerate(why) if w is None], cols
+        yield batch, [i for i, w in enumerate(why) if w is None]
 
 
 def _body(config: DataFilterConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
@@ -85,12 +94,13 @@ def _body(config: DataFilterConfig, inputs: dict[str, Artifact], outputs: dict[s
         # Prompts first: their references let the SFT pass check teacher answers.
         prompts = Screen(config, "prompts", decon, harm, rows_hint=inputs["prompts"].manifest.rows or 1)
         kept_prompts = [batch.take(pa.array(idx, pa.int64()))
-                        for batch, idx, _ in _screen(inputs["prompts"], prompts, config, write_quarantine) if idx]
+                        for batch, idx in _screen(inputs["prompts"], prompts, config, write_quarantine) if idx]
         sft = Screen(config, "sft", decon, harm, refs=prompts.refs, rows_hint=inputs["sft"].manifest.rows or 1)
         with outputs["sft_longcot"].table_writer() as write_longcot, \
                 outputs["sft_domain"].table_writer() as write_domain:
-            for batch, idx, cols in _screen(inputs["sft"], sft, config, write_quarantine):
-                reasoning = [THINK_OPEN in cols["response"][i] for i in idx]
+            for batch, idx in _screen(inputs["sft"], sft, config, write_quarantine):
+                responses = batch.column("response").take(pa.array(idx, pa.int64()))
+                reasoning = pc.match_substring(responses, THINK_OPEN).to_pylist()   # kept rows: valid text
                 for name, write, rows in (("sft_longcot", write_longcot, [i for i, r in zip(idx, reasoning) if r]),
                                           ("sft_domain", write_domain, [i for i, r in zip(idx, reasoning) if not r])):
                     if rows:
