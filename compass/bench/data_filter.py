@@ -71,9 +71,10 @@ class Generator:
         return {**row, "response": " ".join(words)}
 
 
-def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 65_536) -> tuple[dict, dict]:
+def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 65_536,
+                leak_share: float = 0.0005) -> tuple[dict, dict]:
     """Commit the three input artifacts; return them and what was planted (``copies_in_subset``: exact
-    and near copies among the first ``subset`` rows)."""
+    and near copies among the first ``subset`` rows; ``copy_rows``: the row index of every copy)."""
     from artifacts_schema.tables import TABLE_SCHEMAS
     from compass.bench.dedup_quality import commit
     g = Generator(seed)
@@ -84,6 +85,7 @@ def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 6
                                       "difficulty": None, "pass_rate": None} for i, p in enumerate(evals)],
                                     schema=TABLE_SCHEMAS["prompts"])
     planted = {"duplicate": 0, "near_duplicate": 0, "contaminated": 0, "copies_in_subset": 0}
+    copy_rows: list[int] = []
 
     def rows_of(start: int, n: int, recent: list) -> list[dict]:
         out = []
@@ -101,12 +103,14 @@ def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 6
                 response = f"<think>{body}</think>{g.text(1, 2)}" if think else body
                 row, kind = {"domain": "math" if think else "ecommerce", "task": "bench", "language": "en",
                              "prompt": g.text(2, 4), "response": response}, None
-                if u > 0.9995:
+                if u > 1 - leak_share:
                     row["prompt"] = f"{row['prompt']} {rng.choice(evals)}"
                     kind = "contaminated"
             if kind:
                 planted[kind] += 1
                 planted["copies_in_subset"] += i < subset and kind != "contaminated"
+                if kind != "contaminated":
+                    copy_rows.append(i)
             row["id"] = f"s{i}"
             out.append(row)
             if kind is None and len(recent) < 50_000:
@@ -128,6 +132,7 @@ def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 6
                     "pass_rate": None} for i in range(n_prompts)]
     prompts = commit(store, "prompts", "bench_prompts", pa.Table.from_pylist(prompt_rows,
                                                                                schema=TABLE_SCHEMAS["prompts"]))
+    planted["copy_rows"] = copy_rows
     return {"sft": sft, "prompts": prompts, "eval": commit(store, "prompts", "bench_eval", eval_tbl)}, planted
 
 
