@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from artifacts_schema import FileEntry, InputRef, Manifest, conform
+from artifacts_schema import ARTIFACT_KINDS, FileEntry, InputRef, Manifest, conform
 from compass.store.fingerprint import sha256_file
 from compass.progress import transfer_progress
 from compass.store.layout import (
@@ -50,10 +50,20 @@ class Artifact:
                 if uri.startswith(store.root + "/") or (store.is_local and uri.startswith("/")):
                     return store.open(uri)
         from compass.store.store import ArtifactStore  # the store imports this module
-        root = uri.rstrip("/").rsplit("/", 3)[0]
+        parts = uri.strip().rstrip("/").rsplit("/", 3)
+        if len(parts) < 4 or not all(parts):
+            raise ArtifactNotFound(f"{uri!r}: not an artifact URI; expected ROOT/KIND/NAME/VERSION")
+        if parts[1] not in ARTIFACT_KINDS:
+            hint = (f"; it lacks the VERSION (…/{parts[2]}/{parts[3]}/VERSION)" if parts[2] in ARTIFACT_KINDS
+                    else f"; KIND is one of {', '.join(ARTIFACT_KINDS)}")
+            raise ArtifactNotFound(f"{uri}: not an artifact URI ROOT/KIND/NAME/VERSION{hint}")
         opts = store.storage_options if store is not None and not store.is_local else None
         cache = store.cache_dir if store is not None else None
-        return ArtifactStore(root, storage_options=opts, cache_dir=cache, create=False).open(uri)
+        try:
+            root_store = ArtifactStore(parts[0], storage_options=opts, cache_dir=cache, create=False)
+        except (ValueError, ImportError) as e:   # fsspec: "Protocol not known: gopher"
+            raise ArtifactNotFound(f"{uri}: cannot open its store {parts[0]}: {' '.join(str(e).split())}") from None
+        return root_store.open(uri)
 
     def ref(self, slot: str) -> InputRef:
         return InputRef(slot=slot, uri=self.uri, kind=self.kind, name=self.name, version=self.version)
