@@ -73,7 +73,8 @@ def build_parser(stage: str, spec, prog: str) -> argparse.ArgumentParser:
     ap.add_argument("--input", action="append", default=[], metavar="SLOT=REF",
                     help=f"an input artifact, repeatable; slots: {inputs}")
     ap.add_argument("--output-name", action="append", default=[], metavar="SLOT=NAME",
-                    help=f"the artifact name of an output (default: the slot); slots: {outputs}")
+                    help=f"the artifact name of an output (default: the name the pipeline gives it in the "
+                         f"section's run); slots: {outputs}")
     ap.add_argument("--run-name", help="the producer name written in the manifests (default: the section)")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="show third-party INFO logs on the console too (the log file always has them)")
@@ -86,18 +87,21 @@ def _section(stage: str, section: str | None) -> str:
         if len(runs) == 1:
             return runs[0]
         raise UsageError(f"stage {stage} runs as {', '.join(runs)} in the pipeline: pass --section with one of them")
+    if section not in runs:
+        raise UsageError(f"--section {section}: stage {stage} runs as {', '.join(runs)} in the pipeline")
     return section
 
 
-def _config(stage: str, spec, args):
+def _config(spec, args, section: str):
     """The stage's config: its section of the pipeline config (a user file builds on the embedded default)."""
-    from compass.dag.pipeline_yaml import load_pipeline_dict
-    section = _section(stage, args.section)
-    data, base = load_pipeline_dict(args.config)
-    if section not in data:
-        raise ConfigError(f"config error in {args.config or base}: no section '{section}' "
-                          f"(stage runs: {', '.join(_runs_of(stage))})")
-    return validate(spec.config, data[section], f"{args.config or base}:{section}"), section
+    from compass.dag.pipeline_yaml import EMBEDDED_DEFAULT, load_pipeline_dict
+    data, base_line = load_pipeline_dict(args.config)
+    source = args.config or str(EMBEDDED_DEFAULT)
+    body = data.get(section, {})          # absent (base: none): the model's defaults
+    if not isinstance(body, dict):
+        raise ConfigError(f"config error in {source}: {section}: must be a mapping")
+    print(base_line, file=sys.stderr)
+    return validate(spec.config, body, f"{source}:{section}")
 
 
 def main(stage: str, argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -119,12 +123,13 @@ def main(stage: str, argv: list[str] | None = None, prog: str | None = None) -> 
         if missing:
             raise UsageError(f"stage {stage} needs --input for slot(s) {', '.join(missing)}")
         store_options = parse_store_options(args.store_option)
+        section = _section(stage, args.section)
     except (UsageError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     log_path = setup_logging(verbose=args.verbose, log_file=new_log_file(f"stage-{stage}"))
     try:
-        config, section = _config(stage, spec, args)
+        config = _config(spec, args, section)
         from compass.runtime.artifact_ref import open_ref
         store = ArtifactStore(args.store, storage_options=store_options, create=False)
         try:
@@ -135,6 +140,7 @@ def main(stage: str, argv: list[str] | None = None, prog: str | None = None) -> 
             raise ArtifactError(f"--input {slot}: {e}") from None
         if store.is_local:
             os.makedirs(store.root_path, exist_ok=True)    # only once the command is known to be good
+        names = {**_runs_of(stage)[section], **names}     # the pipeline's names unless told otherwise
         result = mod.run(config, inputs, store, run_name=args.run_name or section, output_names=names)
     except (ConfigError, ArtifactError, ValueError, OSError, *backend_errors()) as e:
         if isinstance(e, ConfigError):       # already "config error in FILE: …", one line per problem
