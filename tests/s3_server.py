@@ -188,21 +188,22 @@ def _answers(endpoint: str) -> bool:
 
 
 def start_s3_server(bucket: str = DEFAULT_BUCKET, timeout: float = 60.0, weed: str | None = None,
-                    attempts: int = 3) -> S3Server:
+                    attempts: int = 3, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY) -> S3Server:
     """Start ``weed server`` (master, volume, filer, S3) on free ports, wait until S3 answers and ``bucket`` exists.
 
     A port another process took after it was checked free ("address already in use" in weed's log)
     costs a retry on fresh ports, up to ``attempts`` starts."""
     for attempt in range(1, attempts + 1):
         try:
-            return _start_once(bucket, timeout, weed)
+            return _start_once(bucket, timeout, weed, access_key, secret_key)
         except S3ServerError as e:
             if attempt == attempts or "address already in use" not in str(e):
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
+def _start_once(bucket: str, timeout: float, weed: str | None, access_key: str = ACCESS_KEY,
+                secret_key: str = SECRET_KEY) -> S3Server:
     os.environ.setdefault("AWS_DEFAULT_REGION", REGION)  # s3fs/botocore want a region; none is configured here
     weed = weed or find_weed()
     if weed is None:
@@ -213,7 +214,7 @@ def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
     config = workdir / "s3.json"
     config.write_text(json.dumps({"identities": [{
         "name": "compass-test",
-        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
         "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
     ports = dict(zip(_PORT_FLAGS, free_port_pairs(len(_PORT_FLAGS))))
     cmd = [weed, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
@@ -225,7 +226,8 @@ def _start_once(bucket: str, timeout: float, weed: str | None) -> S3Server:
         cmd += [f"-{name}.port={port}", f"-{name}.port.grpc={port + _GRPC_OFFSET}"]
     log_path = workdir / "weed.log"
     endpoint = f"http://127.0.0.1:{ports['s3']}"
-    server = S3Server(endpoint=endpoint, bucket=bucket, workdir=workdir, log_path=log_path, command=cmd)
+    server = S3Server(endpoint=endpoint, bucket=bucket, workdir=workdir, log_path=log_path, command=cmd,
+                      key=access_key, secret=secret_key)
     with open(log_path, "wb") as log:
         server.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        cwd=workdir, preexec_fn=_die_with_parent)
