@@ -23,7 +23,7 @@ PROJECT_PACKAGES = ("compass", "stages", "artifacts_schema")
 # Modules that only orchestrate or report (CLI, logging, progress bars): editing them changes no
 # output, so they are left out of every version (and their imports are not followed).
 NOT_IN_CODE_VERSION = frozenset({"compass.runtime.stage_cli", "compass.runtime.invoke", "compass.logs",
-                                 "compass.progress", "compass.store.options"})
+                                 "compass.progress", "compass.store.options", "compass.credentials"})
 # Third-party packages whose version can change what a stage writes.
 VERSIONED_DEPENDENCIES = ("torch", "transformers", "tokenizers", "safetensors", "mergekit", "pyarrow")
 
