@@ -76,3 +76,43 @@ def test_manifest_checksum_mismatch(e2e_tmp: Path):
     assert art.uri in lines[0] and "data.parquet" in lines[0] and "checksum" in lines[0]
     ok = compass(["artifacts", "ls", "--json", "--store", store.root], e2e_tmp)
     assert json.loads(ok.stdout)  # listing still works: only reading the bad file fails
+
+
+def test_bad_from_artifact_uris(e2e_tmp: Path):
+    store = ArtifactStore(str(e2e_tmp / "store"))
+    art = _hand_written_table(store, "prompts", "raw_prompts", _good_prompts())
+    cfg = write_config(e2e_tmp / "c.yaml", store.root)
+    for spec, words in [(art.uri.rsplit("/", 1)[0], "lacks the VERSION"),
+                        ("gopher://h/s/prompts/raw_prompts/v1", "cannot open its store"),
+                        (f"raw_sft={art.uri}", "must be a sft_samples artifact")]:
+        proc = compass(["run", "--config", str(cfg), "--from-artifact", spec], e2e_tmp, check=False)
+        lines = _error_lines(proc.stderr)
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert words in lines[0] and spec.split("=")[-1] in lines[0], lines[0]
+
+
+def test_credentials_in_a_config_are_refused_unechoed(e2e_tmp: Path):
+    cfg = write_config(e2e_tmp / "c.yaml", "s3://bucket/x",
+                       store_options={"endpoint_url": "http://127.0.0.1:1", "secret": "do-not-echo-me-42"})
+    for args in (["run", "--config", str(cfg)], ["config", "--config", str(cfg)]):
+        proc = compass(args, e2e_tmp, check=False)
+        assert proc.returncode == 2 and "store_options.secret: credentials are not taken" in proc.stderr, proc.stderr
+        assert "do-not-echo-me-42" not in proc.stderr + proc.stdout
+
+
+def test_import_of_a_messy_file_balances(e2e_tmp: Path):
+    src = e2e_tmp / "rows.jsonl"
+    src.write_bytes(b'{"q": "1+1?", "a": "2"}\n{"q": 5, "a": "1"}\n{"q": "x"\n\xff\n{"q": "2+2?", "a": "4"}\n')
+    imp = e2e_tmp / "imp.yaml"
+    imp.write_text(yaml.safe_dump({"source": str(src), "kind": "prompts", "id_template": "r-{index}",
+                                   "columns": {"prompt": "q", "reference": "a"},
+                                   "defaults": {"domain": "math", "task": "t", "language": "en",
+                                                "verifier": {"type": "math_exact"}}}))
+    proc = compass(["import", "--config", str(imp), "--store", str(e2e_tmp / "store"), "--json"], e2e_tmp)
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (res["rows_read"], res["rows_imported"], res["rows_quarantined"]) == (5, 2, 3)
+    assert res["reasons"] == {"invalid_utf8": 1, "malformed_json": 1, "wrong_type": 1}
+    src.write_bytes(b'{"q": 5}\n')
+    bad = compass(["import", "--config", str(imp), "--store", str(e2e_tmp / "store")], e2e_tmp, check=False)
+    lines = _error_lines(bad.stderr)
+    assert bad.returncode == 2 and len(lines) == 1 and "quarantined" in lines[0], bad.stderr
