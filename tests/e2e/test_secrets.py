@@ -202,3 +202,26 @@ def _accepted(listener: socket.socket) -> bool:
         return False
     conn.close()
     return True
+
+
+def test_log_lines_never_show_a_secret_of_the_environment(tmp_path, monkeypatch):
+    import logging
+
+    from compass.logs import setup_logging
+    secret = f"planted-secret-{uuid.uuid4().hex}"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    log_file = setup_logging(log_file=tmp_path / "run.log")
+    try:
+        logging.getLogger("botocore.credentials").warning("config %s", {"secret": secret})   # a chatty library
+        logging.getLogger("compass.store").info("opening with %s", secret)
+        try:
+            raise RuntimeError(f"refused: {secret}")
+        except RuntimeError:
+            logging.getLogger("compass").exception("failed")
+    finally:
+        for h in list(logging.getLogger().handlers):
+            if getattr(h, "_compass", False):       # leave the session's logging as it was
+                logging.getLogger().removeHandler(h)
+                h.close()
+    text = log_file.read_text()
+    assert secret not in text and text.count("***") >= 3, text
