@@ -20,7 +20,7 @@ import pytest
 
 from artifacts_schema import TABLE_SCHEMAS, SchemaError
 from compass.ingest.config import ImportConfig
-from compass.ingest.importer import import_table
+from compass.ingest.importer import NothingImported, import_table
 from compass.store.store import ArtifactStore
 
 MATH = {"type": "math_exact"}
@@ -54,7 +54,6 @@ BAD_ROWS = {
                          ("q", "", "empty_field", "prompt"), ("rb", "z" * 2000, "too_long", "response_b"),
                          ("l", 5, "bad_label", "label"), ("id", True, "wrong_type", "id")],
 }
-DROP = object()
 
 
 def _config(kind: str, source: Path) -> ImportConfig:
@@ -134,7 +133,6 @@ def test_parquet_rows_of_every_importable_kind(local_store, tmp_path, kind):
     for r in recs:
         r[field] = 123
     pq.write_table(pa.Table.from_pylist(recs), src)
-    from compass.ingest.importer import NothingImported
     with pytest.raises(NothingImported, match="all 4 rows were quarantined.*wrong_type 4"):
         import_table(_config(kind, src), local_store)
 
