@@ -161,10 +161,14 @@ def read_yaml(path: str | Path, section: str | None = None) -> dict:
 
 
 def deep_merge(base: dict, over: dict) -> dict:
-    """``over`` laid onto ``base``: mappings merge key by key, anything else (lists too) replaces."""
+    """``over`` laid onto ``base``: mappings merge key by key, anything else (lists too) replaces. A mapping
+    that names another ``kind`` (a discriminated union: ``loss: {kind: espo}`` over ``{kind: ppo_clip, …}``)
+    replaces the base's whole, since the old kind's keys mean nothing to the new one."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        merge = isinstance(v, dict) and isinstance(out.get(k), dict) and v.get("kind", out[k].get("kind")) == \
+            out[k].get("kind")
+        out[k] = deep_merge(out[k], v) if merge else v
     return out
 
 

@@ -6,8 +6,7 @@ from prefect import flow
 
 from flows.credentials import apply_credentials_block
 from flows.stage_task import stage_task
-from compass.config import load_yaml
-from compass.dag.config import PipelineConfig
+from compass.dag.pipeline_yaml import load_pipeline_config
 from compass.dag.pipeline import PIPELINE
 from compass.dag.run_plan import node_call
 from compass.dag.stages import STAGES
@@ -25,7 +24,7 @@ def _make_stage_flow(stage: str, default_run: str):
             inputs: {SLOT: REF}, REF a URI or KIND/NAME[/VERSION] in the store; slots left out read the
                 store's LATEST artifacts.
         """
-        cfg = load_yaml(PipelineConfig, config_path)
+        cfg = load_pipeline_config(config_path)[0]
         if store:
             cfg.store = store
         apply_credentials_block(cfg.store_options)

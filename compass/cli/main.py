@@ -147,17 +147,18 @@ def cmd_serve(args) -> int:
         print("error: compass serve needs a Prefect server: run `prefect server start` and set "
               "PREFECT_API_URL=http://127.0.0.1:4200/api", file=sys.stderr)
         return 2
-    from compass.config import ConfigError, load_yaml
-    from compass.dag.config import PipelineConfig
+    from compass.config import ConfigError
     from compass.dag.deployments import PIPELINE_KEY, check_cron, deployment_specs
+    from compass.dag.pipeline_yaml import load_pipeline_config
     config_path = os.path.abspath(args.config or default_config())
     try:
-        cfg = load_yaml(PipelineConfig, config_path)
+        cfg, base_line = load_pipeline_config(config_path)
         schedules = {**cfg.schedules, **({PIPELINE_KEY: check_cron(PIPELINE_KEY, args.cron)} if args.cron else {})}
         specs = deployment_specs(config_path, args.store, schedules, cfg.schedule_timezone)
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    print(base_line)
     for s in specs:
         print(f"deployment {s.name:<14} {f'cron {s.cron!r} ({s.timezone})' if s.cron else 'on demand'}")
     serve_all(specs)

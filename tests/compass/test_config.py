@@ -142,3 +142,13 @@ def test_impossible_model_shape_is_rejected_with_its_path():
         validate(PipelineConfig, {"world": {"model": {"num_experts": 2, "experts_per_token": 4}}}, "x.yaml")
     with pytest.raises(ConfigError, match=r"world\.model: .*multiple of num_kv_heads"):
         validate(PipelineConfig, {"world": {"model": {"num_heads": 3, "num_kv_heads": 2}}}, "x.yaml")
+
+
+def test_deep_merge_replaces_a_block_of_another_kind():
+    """A user's `loss: {kind: espo}` over the default's PPO-clip block is the ESPO block alone: the
+    old kind's keys (clip_eps) would be unknown keys to the new one."""
+    from compass.config import deep_merge
+    base = {"loss": {"kind": "ppo_clip", "clip_eps": 0.2}, "lr": 1e-5}
+    assert deep_merge(base, {"loss": {"kind": "espo"}}) == {"loss": {"kind": "espo"}, "lr": 1e-5}
+    assert deep_merge(base, {"loss": {"clip_eps": 0.3}})["loss"] == {"kind": "ppo_clip", "clip_eps": 0.3}
+    assert deep_merge(base, {"loss": {"kind": "ppo_clip", "clip_eps": 0.1}})["loss"]["clip_eps"] == 0.1
