@@ -95,7 +95,11 @@ def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monk
     flag = compass(["artifacts", "ls", "--store", server.root("run"), f"--store-option=secret={secret}"],
                    e2e_tmp, check=False)
     assert flag.returncode == 2 and "--store-option secret" in flag.stderr, flag.stderr
-    outputs += [refused.stdout, refused.stderr, flag.stdout, flag.stderr]
+    no_block = write_config(e2e_tmp / "noblock.yaml", server.root("noblock"),
+                            store_options={"endpoint_url": server.endpoint, "credentials_block": "no-such-block"})
+    missing = compass(["run", "--config", str(no_block)], e2e_tmp, check=False)
+    assert missing.returncode == 2 and "no Prefect Secret block 'no-such-block'" in missing.stderr, missing.stderr
+    outputs += [refused.stdout, refused.stderr, flag.stdout, flag.stderr, missing.stdout, missing.stderr]
 
     for text in outputs:
         assert secret not in text and key_id not in text, text[-2000:]
