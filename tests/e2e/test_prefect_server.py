@@ -238,10 +238,12 @@ def _page_shows(drv, url: str, texts: list[str], shot: Path, timeout: float = 60
     drv.get(url)
     try:
         if tab:
-            _wait(lambda: drv.find_element("xpath", f"//*[normalize-space(text())='{tab}']").click() or True,
+            _wait(lambda: drv.find_element("xpath", f"//li[normalize-space()='{tab}']").click() or True,
                   timeout, f"the {tab} tab on {url}")
         _wait(lambda: all(t in drv.find_element("tag name", "body").text for t in texts), timeout, f"{texts} on {url}")
     finally:
+        if tab:                                  # the tab's content sits below the run graph
+            drv.execute_script("window.scrollBy(0, 520)")
         drv.save_screenshot(str(shot))
     return drv.find_element("tag name", "body").text
 
@@ -269,7 +271,7 @@ def test_the_ui_in_a_browser(served: Served):
         text = _page_shows(drv, f"{served.ui}/artifacts/artifact/{pipeline_md['id']}",
                            ["compass-rl pipeline", "reasoning_rl"], shots / "pipeline-summary.png")
         assert "held-out" in text.lower() or "accuracy" in text.lower(), text[:2000]
-        _page_shows(drv, f"{served.ui}/artifacts/artifact/{ev[0]['id']}", ["evaluation", "ecommerce", "math"],
+        _page_shows(drv, f"{served.ui}/artifacts/artifact/{ev[0]['id']}", ["evaluation", "Held-out accuracy", "ecommerce", "math"],
                     shots / "evaluation-summary.png")
     finally:
         drv.quit()
