@@ -137,7 +137,36 @@ def make_inputs(store, rows: int, seed: int = 0, subset: int = 0, chunk: int = 6
 
 
 # -- what the child processes do -----------------------------------------------------------
-def _child_stage(store_dir: str, uris: dict) -> dict:
+class TreeRss:
+    """Peak RSS of this process and all its descendants (Ray's and datatrove's worker processes),
+    sampled every 0.1 s on a thread."""
+
+    def __init__(self):
+        import threading
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        import psutil
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:   # exited meanwhile
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.1)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak / 2**30
+
+
+def _child_stage(store_dir: str, uris: dict, config: str = "{}") -> dict:
     import logging
 
     from compass.store.store import ArtifactStore
@@ -154,11 +183,16 @@ def _child_stage(store_dir: str, uris: dict) -> dict:
     logging.getLogger("compass.data_filter").setLevel(logging.INFO)
     store = ArtifactStore(store_dir)
     inputs = {slot: store.open(uri) for slot, uri in uris.items()}
+    rss = TreeRss()
     t0 = time.perf_counter()
-    res = data_filter.run(DataFilterConfig(), inputs, store)
+    res = data_filter.run(DataFilterConfig(**json.loads(config)), inputs, store)
     wall = time.perf_counter() - t0
-    extra = store.open(res.outputs["quarantine"]).manifest.extra
-    return {"wall_s": wall, "peak_rss_gib": _rss_gib(), "extra": extra, "screen": stats}
+    tree = rss.stop()
+    q = store.open(res.outputs["quarantine"])
+    qt = q.read_table().select(["slot", "row_index", "reason"]).to_pylist()
+    removed = [r["row_index"] for r in qt if r["slot"] == "sft" and r["reason"] in ("duplicate", "near_duplicate")]
+    return {"wall_s": wall, "peak_rss_gib": _rss_gib(), "tree_rss_gib": tree, "extra": q.manifest.extra,
+            "screen": stats, "outputs": res.outputs, "removed": removed}
 
 
 def _subset_texts(path: str, n: int) -> list[str]:
@@ -179,7 +213,7 @@ def _child_ours(path: str, n: int) -> dict:
     texts = _subset_texts(path, n)
     base = _current_rss_gib()
     t0 = time.perf_counter()
-    index, found = NearDupIndex(cfg.near_dup_threshold, cfg.minhash_num_perm, cfg.minhash_bands), 0
+    index, found, removed = NearDupIndex(cfg.near_dup_threshold, cfg.minhash_num_perm, cfg.minhash_bands), 0, []
     for start in range(0, len(texts), cfg.batch_rows):
         docs = [shingles(tokens_of(normalize(t)), cfg.shingle_size) for t in texts[start:start + cfg.batch_rows]]
         index.prepare(signatures(docs, cfg.minhash_num_perm))
@@ -188,9 +222,11 @@ def _child_ours(path: str, n: int) -> dict:
                 index.keep(j, start + j)
             else:
                 found += 1
+                removed.append(start + j)
         index.commit()
     wall = time.perf_counter() - t0
-    return {"wall_s": wall, "found": found, "peak_rss_gib": _rss_gib(), "growth_gib": _rss_gib() - base}
+    return {"wall_s": wall, "found": found, "peak_rss_gib": _rss_gib(), "growth_gib": _rss_gib() - base,
+            "removed": removed}
 
 
 def _child_baseline(path: str, n: int) -> dict:
@@ -222,25 +258,46 @@ def _spawn(*args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _recall(removed: list[int], copies: set[int]) -> tuple[float, int]:
+    """(share of the planted copies removed, rows removed that are not planted copies)."""
+    got = set(removed)
+    return (len(got & copies) / len(copies) if copies else 1.0), len(got - copies)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench data-filter")
     ap.add_argument("--rows", type=int, default=1_000_000, help="SFT rows to generate and filter")
     ap.add_argument("--baseline-rows", type=int, default=100_000, help="subset for the near-dedup comparison")
+    ap.add_argument("--ray-workers", type=int, default=0,
+                    help="also run the stage on Ray Data with N tasks (local Ray unless $RAY_ADDRESS), check its "
+                         "output equals the streaming stage's, and run datatrove's MinHash dedup with N workers "
+                         "on the same rows")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one, removed after)")
     args = ap.parse_args(argv)
     from compass.store.store import ArtifactStore
     from compass.store.layout import TABLE_FILE
+    ray_out = dt = None
     with tempfile.TemporaryDirectory(prefix="compass-bench-df-", dir=args.dir) as tmp:
         store = ArtifactStore(f"{tmp}/store")
         t0 = time.perf_counter()
         m = min(args.baseline_rows, args.rows)
         inputs, planted = make_inputs(store, args.rows, args.seed, subset=m)
+        copies = set(planted.pop("copy_rows"))
         gen_s = time.perf_counter() - t0
         uris = {slot: a.uri for slot, a in inputs.items()}
         stage = _spawn("stage", f"{tmp}/store", json.dumps(uris))
         path = str(inputs["sft"].local_path(TABLE_FILE))
         size_mib = os.path.getsize(path) / 2**20
+        n_sft = inputs["sft"].manifest.rows
+        if args.ray_workers:
+            ray_out = _spawn("stage", f"{tmp}/store", json.dumps(uris), json.dumps({"ray_workers": args.ray_workers}))
+            for slot in ("sft_longcot", "sft_domain", "rl_prompts", "quarantine"):
+                a, b = store.open(stage["outputs"][slot]).read_table(), store.open(ray_out["outputs"][slot]).read_table()
+                if not a.equals(b):
+                    raise SystemExit(f"Ray Data output differs from the streaming stage's in {slot}")
+            dt = _spawn("datatrove", path, str(n_sft), f"{tmp}/datatrove", str(args.ray_workers))
+            ours_all = _spawn("ours", path, str(n_sft))
         ours = _spawn("ours", path, str(m))
         base = _spawn("baseline", path, str(m))
 
@@ -268,21 +325,67 @@ def main(argv: list[str]) -> int:
           f"{base['growth_gib'] / max(ours['growth_gib'], 1e-3):>7.1f}x")
     print(f"{'copies found (planted ' + format(planted['copies_in_subset'], ',') + ')':<36} {ours['found']:>12,} "
           f"{base['found']:>12,}")
-    print(json.dumps({"bench": "data-filter", "rows": n_in, "samples_per_min": round(per_min),
-                      "dedup_decontam_samples_per_min": round(n_in / dd_s * 60) if dd_s else None,
-                      "stage_wall_s": round(stage["wall_s"], 1), "peak_rss_gib": round(stage["peak_rss_gib"], 3),
-                      "baseline_rows": m, "speedup_vs_datasketch": round(base["wall_s"] / ours["wall_s"], 2),
-                      "memory_ratio_vs_datasketch": round(base["growth_gib"] / max(ours["growth_gib"], 1e-3), 2),
-                      "planted": planted, "quarantined_sft": ex["quarantined"]["sft"]}))
+    head = {"bench": "data-filter", "rows": n_in, "samples_per_min": round(per_min),
+            "dedup_decontam_samples_per_min": round(n_in / dd_s * 60) if dd_s else None,
+            "stage_wall_s": round(stage["wall_s"], 1), "peak_rss_gib": round(stage["peak_rss_gib"], 3),
+            "baseline_rows": m, "speedup_vs_datasketch": round(base["wall_s"] / ours["wall_s"], 2),
+            "memory_ratio_vs_datasketch": round(base["growth_gib"] / max(ours["growth_gib"], 1e-3), 2),
+            "planted": planted, "quarantined_sft": ex["quarantined"]["sft"]}
+    if ray_out is not None:
+        head.update(_print_peers(args.ray_workers, n_in, n_sft, copies, stage, ray_out, ours_all, dt))
+    print(json.dumps(head))
     return 0
+
+
+def _print_peers(workers: int, n_in: int, n_sft: int, copies: set[int], stage: dict, ray_out: dict,
+                 ours_all: dict, dt: dict) -> dict:
+    """The Ray Data and datatrove table; returns the headline figures it adds."""
+    dt_s = sum(dt["seconds"].values())
+    rows = [  # name, rows processed, wall s, peak RSS (process tree) GiB, removed rows
+        ("data_filter stage, streaming (1 process)", n_in, stage["wall_s"], stage["tree_rss_gib"], stage["removed"]),
+        (f"data_filter stage, Ray Data ({workers} tasks)", n_in, ray_out["wall_s"], ray_out["tree_rss_gib"],
+         ray_out["removed"]),
+        ("our near-dedup only (1 process)", n_sft, ours_all["wall_s"], ours_all["peak_rss_gib"], ours_all["removed"]),
+        (f"datatrove MinHash dedup ({workers} workers)", n_sft, dt_s, dt["tree_rss_gib"], dt["removed"]),
+    ]
+    print()
+    print(f"identical output, streaming vs Ray Data: yes (sft_longcot, sft_domain, rl_prompts, quarantine); "
+          f"{len(copies):,} planted copies among {n_sft:,} SFT rows")
+    print(f"{'contender':<44} {'samples/min':>12} {'peak RSS GiB':>13} {'recall':>8} {'false pos':>10}")
+    out = {}
+    for name, n, wall, rss, removed in rows:
+        rec, fp = _recall(removed, copies)
+        print(f"{name:<44} {n / wall * 60:>12,.0f} {rss:>13.2f} {rec:>8.4f} {fp:>10,}")
+        out[name] = (n / wall * 60, rec, fp, rss)
+    print(f"datatrove steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in dt["seconds"].items()))
+    (s_pm, s_rec, s_fp, s_rss), (r_pm, _, _, r_rss), (o_pm, o_rec, o_fp, _), (d_pm, d_rec, d_fp, d_rss) = out.values()
+    print(f"ratios: stage/datatrove throughput {s_pm / d_pm:.2f}x, dedup-only/datatrove {o_pm / d_pm:.2f}x, "
+          f"Ray/streaming {r_pm / s_pm:.2f}x")
+    return {"ray_workers": workers, "ray_identical": True, "ray_samples_per_min": round(r_pm),
+            "ray_tree_rss_gib": round(r_rss, 3), "stage_tree_rss_gib": round(s_rss, 3),
+            "stage_recall": round(s_rec, 4), "stage_false_pos": s_fp,
+            "dedup_only_samples_per_min": round(o_pm), "dedup_only_recall": round(o_rec, 4), "dedup_only_false_pos": o_fp,
+            "datatrove_samples_per_min": round(d_pm), "datatrove_tree_rss_gib": round(d_rss, 3),
+            "datatrove_recall": round(d_rec, 4), "datatrove_false_pos": d_fp,
+            "stage_vs_datatrove_throughput": round(s_pm / d_pm, 2),
+            "dedup_only_vs_datatrove_throughput": round(o_pm / d_pm, 2)}
+
+
+def _child_datatrove(path: str, rows: int, workdir: str, workers: int) -> dict:
+    from compass.bench import datatrove_dedup
+    rss = TreeRss()
+    out = datatrove_dedup.run(path, rows, workdir, workers)
+    return {**out, "tree_rss_gib": rss.stop(), "peak_rss_gib": _rss_gib()}
 
 
 def _child_main(argv: list[str]) -> None:
     kind = argv[0]
     if kind == "stage":
-        out = _child_stage(argv[1], json.loads(argv[2]))
+        out = _child_stage(argv[1], json.loads(argv[2]), *argv[3:4])
     elif kind == "ours":
         out = _child_ours(argv[1], int(argv[2]))
+    elif kind == "datatrove":
+        out = _child_datatrove(argv[1], int(argv[2]), argv[3], int(argv[4]))
     else:
         out = _child_baseline(argv[1], int(argv[2]))
     print(json.dumps(out))
