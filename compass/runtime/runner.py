@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from compass.runtime.code_version import code_version
 from compass.store.fingerprint import VERSION_LEN, digest, run_version
-from compass.runtime.stage_state import clear_state, state_dir_for
+from compass.runtime.stage_state import clear_state, run_lock, state_dir_for
 from compass.store.store import Artifact, ArtifactError, ArtifactStore, ArtifactWriter
 
 log = logging.getLogger("compass.runner")
@@ -185,13 +185,32 @@ def execute(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], sto
     names = {slot: (output_names or {}).get(slot, slot) for slot in spec.outputs}
     version = plan_version(spec, config, inputs, names)
     t0 = time.perf_counter()
-    if all(store.exists(spec.outputs[s], names[s], version) for s in spec.outputs):
-        arts = {s: store.get(spec.outputs[s], names[s], version) for s in spec.outputs}
-        for a in arts.values():
-            store.set_latest(a.kind, a.name, a.version)
-        log.info("%s: reusing stored version %s", run_name, version)
-        return StageResult(run_name, spec.name, version, "reused", time.perf_counter() - t0,
-                           {s: a.uri for s, a in arts.items()})
+    reused = _reuse(spec, store, names, version, run_name, t0)
+    if reused is not None:
+        return reused
+    def waiting():
+        log.info("%s: another process on this machine is running version %s; waiting for it", run_name, version)
+    with run_lock(f"{spec.name}-{version}", on_wait=waiting):
+        # the run we waited for has committed these outputs (unless it failed: then this one runs)
+        return _reuse(spec, store, names, version, run_name, t0) or \
+            _run(spec, config, inputs, store, names, version, run_name, t0)
+
+
+def _reuse(spec: StageSpec, store: ArtifactStore, names: dict[str, str], version: str, run_name: str,
+           t0: float) -> StageResult | None:
+    """The stored outputs of this version, made LATEST, if every one is committed."""
+    if not all(store.exists(spec.outputs[s], names[s], version) for s in spec.outputs):
+        return None
+    arts = {s: store.get(spec.outputs[s], names[s], version) for s in spec.outputs}
+    for a in arts.values():
+        store.set_latest(a.kind, a.name, a.version)
+    log.info("%s: reusing stored version %s", run_name, version)
+    return StageResult(run_name, spec.name, version, "reused", time.perf_counter() - t0,
+                       {s: a.uri for s, a in arts.items()})
+
+
+def _run(spec: StageSpec, config: BaseModel, inputs: dict[str, Artifact], store: ArtifactStore,
+         names: dict[str, str], version: str, run_name: str, t0: float) -> StageResult:
     log.info("%s: running stage %s -> version %s", run_name, spec.name, version)
     common = dict(producer=run_name, stage=spec.name,
                   config_fingerprint=digest(config.model_dump(mode="json"))[:VERSION_LEN],

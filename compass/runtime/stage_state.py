@@ -11,9 +11,12 @@ point before the commit keeps the saved progress.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 from pathlib import Path
+from typing import Callable, Iterator
 
 
 def state_root() -> Path:
@@ -50,3 +53,27 @@ def load_state(state_dir: str | Path | None, name: str):
 def clear_state(state_dir: str | Path | None) -> None:
     if state_dir is not None:
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def run_lock(key: str, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold this machine's exclusive lock on one stage run version (``key``) while the run computes it.
+
+    Two processes running the very same version at once (two pipeline runs of one config) would share
+    its state directory and interleave their saves; with the lock the second waits, then finds the first's
+    outputs committed and reuses them. ``flock`` is released by the kernel when its holder dies, so a
+    killed run never leaves the lock held. The state is per machine, and so is the lock: runs on other
+    machines meet only at the store's commit, which takes one winner (``ArtifactWriter.commit``)."""
+    d = state_root() / ".locks"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / f"{key}.lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

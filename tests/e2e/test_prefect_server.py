@@ -250,8 +250,8 @@ def _page_shows(drv, url: str, texts: list[str], shot: Path, timeout: float = 60
 
 def test_the_ui_in_a_browser(served: Served):
     """Headless Chromium on the server's own UI: the deployments page lists the stage deployments; a
-    completed pipeline run lists its summaries among its artifacts; the pipeline's and the evaluation's
-    markdown summaries render with the held-out table. Screenshots: <module tmp>/screenshots/."""
+    completed pipeline run lists its summary among its artifacts; the pipeline's and the evaluation's
+    markdown summaries render with the held-out table (the report). Screenshots: <module tmp>/screenshots/."""
     ev = _api(served.api, "POST", "/artifacts/filter", {"artifacts": {"key": {"any_": ["evaluation-summary"]}},
                                                         "limit": 1})
     if not ev:                                          # the module's load test makes one; alone, make one here
@@ -266,8 +266,8 @@ def test_the_ui_in_a_browser(served: Served):
     try:
         _page_shows(drv, f"{served.ui}/deployments", ["sft-longcot", "sft-domain", "reasoning-rl", "domain-rl",
                                                        "evaluation", "pipeline"], shots / "deployments.png")
-        _page_shows(drv, f"{served.ui}/runs/flow-run/{run_id}", ["pipeline-summary", "evaluation-summary",
-                    "sft-longcot-summary"], shots / "flow-run-artifacts.png", tab="Artifacts")
+        _page_shows(drv, f"{served.ui}/runs/flow-run/{run_id}", ["pipeline-summary"], shots / "flow-run-artifacts.png",
+                    tab="Artifacts")
         text = _page_shows(drv, f"{served.ui}/artifacts/artifact/{pipeline_md['id']}",
                            ["compass-rl pipeline", "reasoning_rl"], shots / "pipeline-summary.png")
         assert "held-out" in text.lower() or "accuracy" in text.lower(), text[:2000]

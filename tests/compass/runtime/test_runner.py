@@ -285,3 +285,35 @@ def test_saved_state_survives_a_failure_and_is_removed_after_the_commit(tmp_path
     assert execute(spec, FakeConfig(), {}, store).status == "ran"
     assert runs[1] == (state_dir, {"step": 7})                        # the same run found its saved state
     assert not state_dir.exists()                                      # and it is gone after the commit
+
+
+def test_a_second_run_of_the_same_version_waits_and_reuses(tmp_path, monkeypatch, code, caplog):
+    """Two pipeline runs of one config reach the same stage version at once: the second waits on the
+    machine's run lock, then reuses what the first committed; the body runs once."""
+    import threading
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    store = ArtifactStore(str(tmp_path / "a"))
+    started, release, calls = threading.Event(), threading.Event(), Calls()
+
+    def body(config, inputs, outputs):
+        calls.n += 1
+        started.set()
+        assert release.wait(30)
+        outputs["model"].path("weights.bin").write_bytes(b"w")
+    spec = StageSpec(name="fake_stage", config=FakeConfig, inputs={}, outputs={"model": "checkpoint"}, body=body)
+    results = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", execute(spec, FakeConfig(), {}, store)))
+    second = threading.Thread(target=lambda: results.setdefault("second", execute(spec, FakeConfig(), {}, store)))
+    with caplog.at_level("INFO", logger="compass"):
+        first.start()
+        assert started.wait(30)
+        second.start()
+        deadline = __import__("time").time() + 30
+        while "waiting for it" not in caplog.text and __import__("time").time() < deadline:
+            __import__("time").sleep(0.05)
+        assert "waiting for it" in caplog.text and "second" not in results
+        release.set()
+        first.join(30)
+        second.join(30)
+    assert (results["first"].status, results["second"].status) == ("ran", "reused")
+    assert results["first"].outputs == results["second"].outputs and calls.n == 1
