@@ -22,7 +22,9 @@ import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's enviro
 
 pytestmark = pytest.mark.slow
 
-TEXTS = ["1+1=?", "What is 12 times 7?", "Sort 3, 1, 2.", "hi", "Name a prime number."] * 4
+# Enough work that each actor is still generating when the kill lands 1 s in, on a quiet machine too
+# (the pool raises at the first dead actor and kills the other: the size costs nothing after that).
+TEXTS = ["1+1=?", "What is 12 times 7?", "Sort 3, 1, 2.", "hi", "Name a prime number."] * 40
 LONG = SamplingParams(max_new_tokens=200, temperature=1.0, seed=3)   # long enough to be caught generating
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from artifacts_schema import MANIFEST_FILE
 from compass.runtime.runner import is_infra_error
-from compass.store.store import Artifact, ArtifactStore
+from compass.store.store import Artifact, ArtifactError, ArtifactStore
 from tests.compass.store.test_store import META, prompts_table, version_entries, write_checkpoint, write_prompts
 
 
@@ -93,10 +93,11 @@ def test_failed_manifest_upload_leaves_nothing_visible(s3_store: ArtifactStore, 
     monkeypatch.setattr(s3_store.fs, "pipe_file", network_down)
     w = s3_store.begin("prompts", "p", "v1", **META)
     w.write_table(prompts_table(3))
-    with pytest.raises(ConnectionError) as ei:
+    with pytest.raises(ArtifactError, match="nothing committed") as ei:      # one line naming the artifact
         w.commit()
     monkeypatch.undo()
-    assert is_infra_error(ei.value)  # an orchestrator retries this
+    assert isinstance(ei.value.__cause__, ConnectionError) and w.uri in str(ei.value)
+    assert is_infra_error(ei.value)  # judged by its cause: an orchestrator retries this
     assert version_entries(s3_store, "prompts", "p", "v1") == [w.attempt]  # the payload is up, uncommitted
     assert s3_store.list() == [] and not s3_store.exists("prompts", "p", "v1")
     assert s3_store.gc() == []  # too young
