@@ -38,14 +38,11 @@ def _output_kinds() -> dict[str, str]:
 
 
 def resolve_ref(ref: str, store: ArtifactStore) -> str:
-    """An artifact reference as a user types it (the Prefect UI's parameter form, ``--from-artifact``,
-    ``--input``) -> its URI. ``KIND/NAME`` (LATEST) or ``KIND/NAME/VERSION`` names an artifact in
-    ``store``; anything else is taken as a URI or a path (the form ``compass artifacts ls`` prints)."""
-    from artifacts_schema import ARTIFACT_KINDS
-    parts = ref.strip().strip("/").split("/")
-    if "://" not in ref and not ref.startswith("/") and len(parts) in (2, 3) and parts[0] in ARTIFACT_KINDS:
-        return store.get(parts[0], parts[1], parts[2] if len(parts) == 3 else "latest").uri
-    return ref
+    """An artifact reference as a user types it (the Prefect UI's parameter form, ``--from-artifact``)
+    -> its URI: any form ``compass.runtime.artifact_ref.open_ref`` takes (a URI, a folder,
+    ``KIND/NAME[/VERSION]`` in ``store``)."""
+    from compass.runtime.artifact_ref import open_ref
+    return open_ref(ref, store).uri
 
 
 def resolve_provided(specs: list[str], store: ArtifactStore) -> dict[str, str]:

@@ -69,6 +69,11 @@ def open_ref(ref: str, store: ArtifactStore) -> Artifact:
     if os.path.exists(path):
         vdir = _version_dir(path)
         if vdir is None:
+            versions = sorted(e.name for e in os.scandir(path) if e.is_dir() and
+                              os.path.isfile(os.path.join(e.path, MANIFEST))) if os.path.isdir(path) else []
+            if versions:      # an artifact's name folder: one of its versions was meant
+                raise ArtifactNotFound(f"{t}: lacks the VERSION (committed: {', '.join(versions[-5:])}); "
+                                       f"{FORMS}")
             raise ArtifactNotFound(f"{t}: not an artifact (no {MANIFEST} in it or in its parent folder); "
                                    f"{FORMS}")
         if len(vdir.strip("/").split("/")) < 4:

@@ -39,8 +39,8 @@ CASES = {
     "garbage_scheme": ("gopher://host/store/prompts/raw_prompts/v1", ["gopher://host/store", "cannot open its store",
                                                                      "gopher"]),
     "unknown_kind": ("{root}/tables/raw_prompts/v1", ["KIND is one of"]),
-    "garbage": ("::::", ["'::::'", "not an artifact URI"]),
-    "empty_uri": ("raw_prompts=", ["not an artifact URI"]),
+    "garbage": ("::::", ["::::", "no such file or folder, and not KIND/NAME[/VERSION]"]),
+    "empty_uri": ("raw_prompts=", ["empty artifact reference"]),
     "not_a_pipeline_name": ("nonsense={root}/prompts/raw_prompts/v1", ["'nonsense' is not an artifact of the "
                                                                        "pipeline"]),
 }

@@ -8,7 +8,7 @@ from compass.dag.config import PipelineConfig
 from compass.dag.deployments import deployment_name, deployment_specs, schedule_keys
 from compass.dag.pipeline import PIPELINE
 from compass.dag.run_plan import resolve_ref
-from compass.store.store import ArtifactStore
+from compass.store.store import ArtifactNotFound, ArtifactStore
 
 
 def test_one_deployment_per_stage_run_and_the_pipeline():
@@ -47,4 +47,5 @@ def test_a_ref_names_an_artifact_in_the_store(tmp_path):
     assert resolve_ref("report/notes", st) == art.uri                     # LATEST
     assert resolve_ref(f"report/notes/{art.version}", st) == art.uri
     assert resolve_ref(art.uri, st) == art.uri                                 # a URI passes through
-    assert resolve_ref("notakind/x", st) == "notakind/x"                       # left for the URI check to refuse
+    with pytest.raises(ArtifactNotFound, match="report/nothing"):
+        resolve_ref("report/nothing", st)
