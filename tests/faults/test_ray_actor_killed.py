@@ -12,11 +12,10 @@ import threading
 import pytest
 
 from compass.lm.chat import chat_prefix
-from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
-from compass.rl.ray_cluster import ensure_ray
 from compass.rl.rollout import SamplingParams
 from compass.rl.rollout_ray import RayRolloutPool
 from compass.runtime.runner import is_infra_error
+from tests.compass.rl.test_ray import model, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
@@ -26,23 +25,6 @@ pytestmark = pytest.mark.slow
 # (the pool raises at the first dead actor and kills the other: the size costs nothing after that).
 TEXTS = ["1+1=?", "What is 12 times 7?", "Sort 3, 1, 2.", "hi", "Name a prime number."] * 40
 LONG = SamplingParams(max_new_tokens=200, temperature=1.0, seed=3)   # long enough to be caught generating
-
-
-@pytest.fixture(scope="module")
-def ray_up():
-    ensure_ray(num_cpus=2)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return build_tokenizer("")
-
-
-@pytest.fixture(scope="module")
-def model(tok):
-    return build_model(ModelConfig(), tok, seed=1)
 
 
 def _kill_when_busy(pid: int) -> threading.Timer:
