@@ -26,9 +26,11 @@ the trained weights (the end of a run, an evaluation callback).
 from __future__ import annotations
 
 import functools
+import os
 
 from compass.rl.ray_cluster import ensure_ray, model_from_payload, model_payload, remote_class, start_actors
 from compass.rl.trainer import TrainerBackend, get_trainer_backend
+from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
@@ -44,6 +46,9 @@ class _TrainerActor:
 
     def ready(self) -> str:
         return self.trainer.name
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def kind(self, name: str) -> str | None:
         """What ``name`` is on the trainer: ``"method"``, ``"value"`` or None (absent)."""
@@ -82,7 +87,15 @@ class RayTrainer(TrainerBackend):
     def _call(self, name: str, *args, **kwargs):
         if self._actor is None:
             raise RuntimeError("RayTrainer is closed")
-        return ray.get(self._actor.call.remote(name, *args, **kwargs))
+        try:
+            return ray.get(self._actor.call.remote(name, *args, **kwargs))
+        except ray.exceptions.RayActorError as e:
+            # the actor's process is gone (killed, out of memory, node lost): a machinery failure, which the
+            # stage task retries; the RL stage's re-run resumes from its saved state
+            why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            self.close()
+            raise InfraError(f"trainer ({self.name}): its Ray actor died during {name}: "
+                             f"{type(e).__name__}: {why}") from e
 
     # -- the protocol ---------------------------------------------------------------------
     def logprobs(self, batch, routes=None):

@@ -15,7 +15,8 @@ from compass.lm.chat import chat_prefix
 from compass.rl.rollout import SamplingParams
 from compass.rl.rollout_ray import RayRolloutPool
 from compass.runtime.runner import is_infra_error
-from tests.compass.rl.test_ray import model, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
+from compass.rl.trainer_ray import RayTrainer
+from tests.compass.rl.test_ray import CFG, _batch, model, prompts, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
@@ -54,3 +55,22 @@ def test_rollout_actor_killed_mid_generation(ray_up, model, tok):
         assert len(out) == 3 and all(len(g) == 1 for g in out)
     finally:
         again.close()
+
+
+def test_trainer_actor_killed(ray_up, model, tok, prompts):
+    """The RL trainer's Ray actor SIGKILLed between two calls: the next call raises one retryable line
+    naming the trainer and the call, and the trainer is closed."""
+    remote = RayTrainer("torch", model, CFG, threads=1)
+    try:
+        batch = _batch(tok, prompts)
+        remote.logprobs(batch)                              # alive: it answers
+        os.kill(ray.get(remote._actor.pid.remote()), signal.SIGKILL)
+        with pytest.raises(Exception) as e:
+            remote.logprobs(batch)
+    finally:
+        remote.close()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("trainer (torch): its Ray actor died during logprobs"), msg
+    assert is_infra_error(e.value)
+    with pytest.raises(RuntimeError, match="closed"):
+        remote.logprobs(batch)
