@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compass.store.layout import ArtifactError
+from compass.runtime.artifact_ref import open_ref
 from compass.store.store import Artifact, ArtifactStore
 from compass.dag.config import PipelineConfig
 from compass.dag.pipeline import PIPELINE, Node, plan
@@ -41,19 +42,18 @@ def resolve_ref(ref: str, store: ArtifactStore) -> str:
     """An artifact reference as a user types it (the Prefect UI's parameter form, ``--from-artifact``)
     -> its URI: any form ``compass.runtime.artifact_ref.open_ref`` takes (a URI, a folder,
     ``KIND/NAME[/VERSION]`` in ``store``)."""
-    from compass.runtime.artifact_ref import open_ref
     return open_ref(ref, store).uri
 
 
 def resolve_provided(specs: list[str], store: ArtifactStore) -> dict[str, str]:
     """``--from-artifact`` values: ``REF`` (the artifact's own name picks its slot) or ``NAME=REF``, where
-    ``REF`` is a URI or ``KIND/NAME[/VERSION]`` in the store (``resolve_ref``)."""
+    ``REF`` is any form ``open_ref`` takes (a URI, a folder, ``KIND/NAME[/VERSION]`` in the store)."""
     kinds = _output_kinds()
     out: dict[str, str] = {}
     for spec in specs:
         head, sep, tail = spec.partition("=")
         name, uri = (head, tail) if sep and "/" not in head else (None, spec)
-        art = Artifact.open_uri(resolve_ref(uri, store), store)
+        art = open_ref(uri, store)                        # opened once: its URI, name and kind below
         name = name or art.name
         if name not in kinds:
             raise ValueError(f"--from-artifact {spec}: '{name}' is not an artifact of the pipeline; "
