@@ -18,6 +18,43 @@ from pydantic import Field, model_validator
 from compass.config import StrictModel, moved_key_error
 
 
+class BalanceConfig(StrictModel):
+    """How a step's prompts are split over rollout workers (paper §3.1.1; compass.rl.length_balance)."""
+    partitioner: Literal["lpt", "karmarkar_karp", "round_robin"] = Field(
+        "lpt", description="split of the predicted work over rollout workers (round_robin ignores it)")
+    predict: Literal["history", "none"] = Field(
+        "history", description="history: each prompt's earlier lengths in the run (then a draft, its task's, the "
+                               "run's mean); none: every prompt costs its prompt length + max_new_tokens")
+    draft_tokens: int = Field(0, ge=0, description="> 0: a prompt with no history first gets one draft sample "
+                                                   "of at most this many tokens, whose length predicts its own "
+                                                   "(the paper's way; its tokens are counted in draft_tokens)")
+    decay: float = Field(0.5, gt=0, le=1, description="weight of a prompt's newest group in its length average")
+
+
+class ActorResources(StrictModel):
+    """What one Ray actor asks the cluster for (``.options()``) and how many torch threads it runs.
+
+    The defaults ask for nothing: on one small machine an actor's thread count is what bounds its compute,
+    and a 0 request never leaves it waiting for CPUs that another actor or the driver holds. On a cluster,
+    ask for what the actor really uses so that Ray places it where that is free (a GPU actor: ``num_gpus: 1``;
+    a custom resource such as ``{"accelerator_type:H100": 0.01}`` pins the node type). A request the cluster
+    cannot satisfy fails when the actors start, naming the free resources."""
+    num_cpus: float = Field(0.0, ge=0, description="Ray CPUs reserved per actor (0: none reserved)")
+    num_gpus: float = Field(0.0, ge=0, description="Ray GPUs per actor (fractions share a GPU)")
+    resources: dict[str, float] = Field(default_factory=dict, description="custom Ray resources per actor")
+    threads: int | None = Field(None, ge=1, description="torch threads in the actor (None: the rollout's 1 per "
+                                                        "worker; the trainer's: the driver's torch threads)")
+
+    def ray_options(self) -> dict:
+        """The keywords of Ray's ``.options()`` for this request."""
+        out: dict = {"num_cpus": self.num_cpus}
+        if self.num_gpus:
+            out["num_gpus"] = self.num_gpus
+        if self.resources:
+            out["resources"] = dict(self.resources)
+        return out
+
+
 class RolloutConfig(StrictModel):
     """How completions are generated."""
     backend: Literal["auto", "native", "hf", "vllm"] = Field(
@@ -31,12 +68,24 @@ class RolloutConfig(StrictModel):
                                               "(compass.rl.rollout_ray)")
     max_new_tokens: int = Field(48, ge=1)
     temperature: float = Field(1.0, gt=0, description="sampling temperature; log-probs use the same")
+    actor_resources: ActorResources = Field(default_factory=ActorResources,
+                                            description="with workers: what each rollout actor asks Ray for, and "
+                                                        "its torch threads (default 1)")
+    balance: BalanceConfig = Field(default_factory=BalanceConfig)
+    detokenize_workers: int = Field(0, ge=0, description="0: the rollout backend decodes each completion; N: N "
+                                                         "processes decode them (compass.rl.detokenize)")
 
 
 class TrainerConfig(StrictModel):
     """The policy update."""
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
     actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer_ray)")
+    actor_resources: ActorResources = Field(default_factory=ActorResources,
+                                            description="with actor: what the trainer actor asks Ray for, and its "
+                                                        "torch threads (default: the driver's)")
+    max_restarts: int = Field(2, ge=0, description="with actor: a trainer actor that dies is restarted and the run "
+                                                   "resumed from its last saved RL state (state_dir, checkpoint_every) "
+                                                   "at most this many times per run; 0: the death ends the run")
     lr: float = Field(5e-5, gt=0, description="AdamW learning rate (docs/architecture.md §5: above ~1e-4 collapsed)")
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0, description="clip the global gradient norm to this")

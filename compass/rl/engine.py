@@ -36,11 +36,13 @@ from compass.rl.advantages import completion_advantages, get_advantage, zero_var
 from compass.rl.batch import TrainBatch
 from compass.rl.config import PrefilterConfig, RLConfig
 from compass.rl.data import PromptSampler, RLPrompt
+from compass.rl.length_predict import LengthPredictor, prediction_error
 from compass.rl.metrics_log import MetricsLog
 from compass.rl.prompt_beliefs import PromptBeliefs
 from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
 from compass.rl.rollout import RolloutBackend, SamplingParams, get_rollout_backend
+from compass.rl.scored_rollout import rollout_and_score
 from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
                                      reward_audit, routing_metrics, step_row, zero_variance_tokens)
 from compass.rl.trainer import TrainerBackend, get_trainer_backend
@@ -102,46 +104,6 @@ def _sum_counts(dicts) -> dict[str, int]:
 def _default_score() -> ScoreFn:
     from compass.gym.score import judge
     return judge
-
-
-def _scored(out) -> tuple[float, str | None]:
-    """A score function's answer as (reward, reason): a Reward carries its reason, a plain float none."""
-    reason = getattr(out, "reason", None)
-    return float(out.score if hasattr(out, "score") else out), reason
-
-
-def _rollout_and_score(rollout: RolloutBackend, batch_prompts, prompt_ids, n, sampling, score_fn: ScoreFn,
-                       service):
-    """Generate and score, scoring each group as soon as the rollout hands it over (overlapping the rollout
-    workers that are still generating). With a reward service every sample is submitted before any result
-    is awaited.
-
-    Returns the groups, rewards ``[G, N]``, reasons (``[G][N]`` ``compass.gym.reasons`` codes, None where the
-    verifier gave none), failures (reward-service errors, scored 0) and seconds spent scoring.
-    """
-    groups: list = [None] * len(batch_prompts)
-    pending: list = [None] * len(batch_prompts)
-    scoring_s = 0.0
-    for i, group in rollout.generate_stream(prompt_ids, n, sampling):
-        groups[i] = group
-        p = batch_prompts[i]
-        t0 = time.perf_counter()
-        if service is not None:
-            pending[i] = [service.submit_spec(p.verifier, c.text, p.reference) for c in group]
-        elif hasattr(score_fn, "score_group"):            # a batched scorer (the GenRM judge): one call a group
-            pending[i] = [_scored(r) for r in score_fn.score_group(p, [c.text for c in group])]
-        else:
-            pending[i] = [_scored(score_fn(p.verifier, c.text, p.reference)) for c in group]
-        scoring_s += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    failures = 0
-    if service is not None:
-        results = [[f.result() for f in row] for row in pending]
-        failures = sum(r.kind != "ok" for row in results for r in row)
-        pending = [[(r.score, r.reason) for r in row] for row in results]
-    scoring_s += time.perf_counter() - t0
-    rewards = torch.tensor([[s for s, _ in row] for row in pending], dtype=torch.float32)
-    return groups, rewards, [[why for _, why in row] for row in pending], failures, scoring_s
 
 
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
@@ -246,6 +208,10 @@ class _Loop:
         self.rollout_tokens = 0            # every generated token so far, kept or not (the rollout budget)
         self.start = 0
         self.rollout_is_policy = False     # True: no old-log-prob recompute (see train)
+        bal = cfg.rollout.balance
+        self.lengths = (LengthPredictor(cfg.rollout.max_new_tokens, decay=bal.decay, draft_tokens=bal.draft_tokens)
+                        if bal.predict != "none" else None)
+        self.detok = None                  # a DetokenizerPool when rollout.detokenize_workers > 0 (see train)
 
     def prefix(self, p: RLPrompt) -> list[int]:
         if p.id not in self.prefix_cache:
@@ -324,7 +290,7 @@ class _Loop:
             "group_size": n, "prompts_skipped": 0, "tokens_all_pass": 0, "tokens_all_fail": 0,
             "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
             "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0, "reasons": {},
-            "all_fail_verifier_fault": 0, "verifier_fault_samples": 0})
+            "all_fail_verifier_fault": 0, "verifier_fault_samples": 0, "reward_tail_s": 0.0, "draft_tokens": 0})
         rows: list[torch.Tensor] = []
         counts = kept.counts
         need = sp.prompts_per_step
@@ -334,11 +300,16 @@ class _Loop:
             t0 = time.perf_counter()
             sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
                                       seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
-            groups, rewards, reasons, failures, scoring_s = _rollout_and_score(
-                self.rollout, batch_prompts, [self.prefix(p) for p in batch_prompts], n, sampling,
-                self.score_fn, self.service)
-            timing["rollout"] += time.perf_counter() - t0 - scoring_s
-            timing["reward"] += scoring_s
+            prompt_ids = [self.prefix(p) for p in batch_prompts]
+            predicted = self.predict_lengths(batch_prompts, prompt_ids, sampling, counts)
+            out = rollout_and_score(self.rollout, batch_prompts, prompt_ids, n, sampling, self.score_fn,
+                                    self.service, tok=self.tok, detok=self.detok,
+                                    work=None if predicted is None else [n * x for x in predicted])
+            groups, rewards, reasons, failures = out.groups, out.rewards, out.reasons, out.failures
+            timing["rollout"] += time.perf_counter() - t0 - out.scoring_inline_s - out.reward_tail_s
+            timing["reward"] += out.scoring_inline_s + out.reward_tail_s
+            counts["reward_tail_s"] += out.reward_tail_s
+            self.observe_lengths(batch_prompts, groups, predicted, out.schedule, counts)
             counts["rounds"] += 1
             counts["reward_failures"] += failures
             counts["groups_generated"] += len(groups)
@@ -360,6 +331,39 @@ class _Loop:
         if rows:
             kept.rewards = torch.stack(rows)
         return kept
+
+    def predict_lengths(self, prompts: list[RLPrompt], prompt_ids: list, sampling: SamplingParams,
+                        counts: dict) -> list[float] | None:
+        """Each prompt's predicted tokens per sample for the rollout split (None: ``balance.predict`` none).
+        Prompts with no history get a short draft first when ``balance.draft_tokens`` is set (paper §3.1.1)."""
+        if self.lengths is None:
+            return None
+        drafts: dict[int, tuple[int, bool]] = {}
+        need = [i for i, p in enumerate(prompts) if self.lengths.needs_draft(p.id)]
+        if need:
+            cap = self.cfg.rollout.balance.draft_tokens
+            got = self.rollout.generate([prompt_ids[i] for i in need], 1,
+                                        SamplingParams(max_new_tokens=cap, temperature=sampling.temperature,
+                                                       seed=sampling.seed + 7))
+            for i, (c,) in zip(need, got):
+                drafts[i] = (len(c.ids), bool(c.finished))
+                counts["draft_tokens"] += len(c.ids)
+        return [self.lengths.predict(p.id, p.task, drafts.get(i))[0] for i, p in enumerate(prompts)]
+
+    def observe_lengths(self, prompts: list[RLPrompt], groups: list, predicted: list[float] | None,
+                        schedule: dict, counts: dict) -> None:
+        """Learn from the lengths just generated; keep the prediction error and the workers' schedule."""
+        actual = [sum(len(c.ids) for c in g) / max(len(g), 1) for g in groups]
+        if predicted is not None:
+            for k, v in prediction_error(predicted, actual).items():
+                counts.setdefault(k, v)
+            for p, g in zip(prompts, groups):
+                self.lengths.observe(p.id, p.task, [len(c.ids) for c in g])
+        if schedule:
+            counts.setdefault("rollout_makespan_s", schedule["makespan_s"])
+            counts.setdefault("rollout_idle_share", schedule["idle_share"])
+            counts.setdefault("rollout_idle_share_max", max(schedule["idle_share_per_worker"], default=0.0))
+            counts["rollout_resent_samples"] = counts.get("rollout_resent_samples", 0) + schedule["resent_samples"]
 
     def draw(self, need: int) -> tuple[list[RLPrompt], int]:
         """The next ``need`` prompts to generate, and how many were skipped before rollout (no tokens spent on

@@ -19,8 +19,9 @@ the next rollout; ``backend.close()`` frees its resources.
 
 Capabilities a backend may lack (the protocol's defaults say so; the engine asks only through these):
 
-- ``generate_stream(prompt_ids, n, sampling)`` yields ``(prompt index, group)`` as groups finish,
-  so rewards are scored while other groups still generate; default: all groups at the end;
+- ``generate_samples(prompt_ids, n, sampling)`` yields lists of ``(prompt index, sample index, completion)``
+  as samples finish (the samples that finished together), so its reward is scored while the others still generate (paper §3.2.2); default:
+  every sample once ``generate`` returns. ``generate_stream`` is the same by whole groups;
 - ``takes_weight_refs``: ``sync_weights`` also accepts the trainer's ``hf_state_dict_ref()``
   (weights that go from a trainer actor to rollout actors without the controller); default False.
 """
@@ -44,7 +45,7 @@ class SamplingParams:
 @dataclass
 class Completion:
     ids: list[int]
-    text: str
+    text: str | None                      # None: not decoded yet (the backend's detokenize=False)
     logprobs: np.ndarray                  # [len(ids)] float32
     entropies: np.ndarray | None = None   # [len(ids)] float32
     routes: np.ndarray | None = None      # [len(prompt)+len(ids), layers, top_k] int16, -1 = not recorded
@@ -63,10 +64,22 @@ class RolloutBackend(Protocol):
 
     def close(self) -> None: ...
 
+    def generate_samples(self, prompt_ids: Sequence[Sequence[int]], n: int,
+                         sampling: SamplingParams) -> Iterator[list[tuple[int, int, Completion]]]:
+        """Lists of ``(prompt index, sample index, completion)`` that finished together, each sample once;
+        default: one list of every sample once ``generate`` returns."""
+        yield [(i, s, c) for i, group in enumerate(self.generate(prompt_ids, n, sampling)) for s, c in enumerate(group)]
+
     def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int,
                         sampling: SamplingParams) -> Iterator[tuple[int, list[Completion]]]:
-        """``(prompt index, group)`` pairs; default: no streaming, every group once ``generate`` returns."""
-        yield from enumerate(self.generate(prompt_ids, n, sampling))
+        """``(prompt index, group)`` as each group's last sample finishes (from :meth:`generate_samples`)."""
+        groups: dict[int, list] = {}
+        for done in self.generate_samples(prompt_ids, n, sampling):
+            for i, s, c in done:
+                g = groups.setdefault(i, [None] * n)
+                g[s] = c
+                if all(x is not None for x in g):
+                    yield i, groups.pop(i)
 
 
 class LocalModelRollout(RolloutBackend):
@@ -77,10 +90,13 @@ class LocalModelRollout(RolloutBackend):
     dtype reads it directly and needs no sync. Otherwise the rollout keeps a copy in ``dtype`` (e.g. a
     bfloat16 copy of a float32 trainer: the usual inference/training precision split) and
     ``sync_weights`` loads every step's new weights into it.
+
+    ``detokenize`` False leaves ``Completion.text`` None: the engine decodes in worker processes instead.
     """
     name = "local"
 
-    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True):
+    def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True,
+                 detokenize: bool = True):
         import copy
         import torch
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -91,6 +107,7 @@ class LocalModelRollout(RolloutBackend):
         self.shared = share and self.dtype == next(model.parameters()).dtype
         self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
         self.record_routes = record_routes
+        self.detokenize = detokenize         # False: text is None, the caller decodes (compass.rl.detokenize)
 
     def sync_weights(self, state_dict: dict) -> None:
         """Load the trainer's weights (HF names). A no-op when the rollout reads the trainer's model."""
@@ -108,7 +125,8 @@ class LocalModelRollout(RolloutBackend):
     def completion(self, ids: list[int], logprobs, entropies, routes) -> "Completion":
         """A :class:`Completion` of sampled ``ids`` (cut after eos): text without eos/pad, int16 routes."""
         eos, pad = self.tok.eos_token_id, self.tok.pad_token_id
-        return Completion(ids=ids, text=self.tok.decode([t for t in ids if t not in (eos, pad)]),
+        return Completion(ids=ids, text=self.tok.decode([t for t in ids if t not in (eos, pad)]) if self.detokenize
+                          else None,
                           logprobs=np.asarray(logprobs, dtype=np.float32),
                           entropies=None if entropies is None else np.asarray(entropies, dtype=np.float32),
                           routes=None if routes is None else np.asarray(routes).astype(np.int16),

@@ -24,7 +24,7 @@ a ``ValueError`` naming the setting; use the ``hf`` backend for it.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -32,7 +32,7 @@ from compass.lm.model_config import is_moe
 from compass.lm.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
 from compass.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
-__all__ = ["NativeRollout", "decode", "pack", "unsupported"]
+__all__ = ["NativeRollout", "decode", "decode_rows", "pack", "unsupported"]
 
 def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """One draw per row of ``p`` ``[A, V]`` from uniforms ``u`` ``[A]`` by inverting the CDF: an exact
@@ -42,12 +42,26 @@ def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         max=p.shape[1] - 1)
 
 
-@torch.no_grad()
 def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams, *, eos: int,
            record_routes: bool, compact_at: float = 0.25, pad: int | None = None) -> list[dict]:
     """Sample ``n`` completions of every prompt; one dict per row (prompt-major, as ``generate`` orders them):
     ``ids`` list, ``logprobs``/``entropies`` ``[len]`` float32, ``routes`` ``[len(prompt)+len, layers, k]`` int16
-    (the last sampled token's row is -1: it is never run) or None.
+    (the last sampled token's row is -1: it is never run) or None. See :func:`decode_rows`."""
+    rows: list = [None] * (len(prompt_ids) * n)
+    for done in decode_rows(w, prompt_ids, n, sampling, eos=eos, record_routes=record_routes,
+                            compact_at=compact_at, pad=pad):
+        for b, row in done:
+            rows[b] = row
+    return rows
+
+
+@torch.no_grad()
+def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams, *,
+                eos: int, record_routes: bool, compact_at: float = 0.25,
+                pad: int | None = None) -> Iterator[list[tuple[int, dict]]]:
+    """:func:`decode` as rows finish: after every decode step in which some rows ended with eos (and once at the
+    end for the rows cut at ``max_new_tokens``), the list of ``(row, dict)`` that just finished (row ``b`` is sample
+    ``b % n`` of prompt ``b // n``), so their rewards can be scored while the others still generate.
 
     ``sampling.temperature`` 0 is greedy (evaluation): the most likely token other than ``pad`` (as
     transformers' ``generate`` with the pad suppressed), log-probs and entropies at temperature 1.
@@ -85,6 +99,18 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
     n_layers = len(routes_pre) if routes_pre else 0
     routes_gen = torch.full((B, T, n_layers, w.top_k), -1, dtype=torch.int16) if record_routes and n_layers else None
     running = torch.ones(B, dtype=torch.bool)                                    # per active row
+    pre: torch.Tensor | None = None                                              # [P, W, L, k] prompt routes
+
+    def row(b: int) -> dict:
+        L = int(lengths[b])
+        r = None
+        if pre is not None:
+            plen = len(prompt_ids[b // n])
+            r = torch.cat([pre[b // n, W - plen:], routes_gen[b, :L]], 0).numpy()
+        return {"ids": out_ids[b, :L].tolist(), "logprobs": out_lp[b, :L].numpy().copy(),
+                "entropies": out_ent[b, :L].numpy().copy(), "routes": r}
+    if routes_pre:
+        pre = torch.stack(routes_pre, 2).to(torch.int16)
     greedy = sampling.temperature == 0
     for t in range(T):
         logits = (last @ w.lm_head).float()
@@ -105,6 +131,8 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
         ended = (tok == eos) & running
         lengths[active[ended]] = t + 1
         running &= ~ended
+        if bool(ended.any()):                        # done rows go now: scored while the others generate
+            yield [(int(b), row(int(b))) for b in active[ended]]
         if t == T - 1 or not bool(running.any()):
             break
         if int((~running).sum()) >= compact_at * len(active):
@@ -120,17 +148,8 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
             routes_gen[active, t] = torch.stack([r[:, 0] for r in step_routes], 1).to(torch.int16)
         last = hid[:, 0]
         next_pos = next_pos + 1
-    pre = torch.stack(routes_pre, 2).to(torch.int16) if routes_pre else None      # [P, W, L, k]
-    rows = []
-    for b in range(B):
-        L = int(lengths[b])
-        r = None
-        if pre is not None:
-            plen = len(prompt_ids[b // n])
-            r = torch.cat([pre[b // n, W - plen:], routes_gen[b, :L]], 0).numpy()
-        rows.append({"ids": out_ids[b, :L].tolist(), "logprobs": out_lp[b, :L].numpy().copy(),
-                     "entropies": out_ent[b, :L].numpy().copy(), "routes": r})
-    return rows
+    if bool(running.any()):                          # cut at max_new_tokens
+        yield [(int(b), row(int(b))) for b in active[running]]
 
 
 class NativeRollout(LocalModelRollout):
@@ -143,15 +162,23 @@ class NativeRollout(LocalModelRollout):
         super().__init__(model, tok, **options)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
-        eos = self.tok.eos_token_id
+        out: list[list] = [[None] * n for _ in prompt_ids]
+        for done in self.generate_samples(prompt_ids, n, sampling):
+            for i, s, c in done:
+                out[i][s] = c
+        return out
+
+    def generate_samples(self, prompt_ids: Sequence[Sequence[int]], n: int,
+                         sampling: SamplingParams) -> Iterator[list[tuple[int, int, Completion]]]:
+        """``(prompt index, sample index, completion)`` of the rows of the batched decode that ended at a step,
+        the moment they end."""
         with torch.no_grad():
             weights = pack(self.model)
-        rows = decode(weights, prompt_ids, n, sampling, eos=eos, pad=self.tok.pad_token_id,
-                      record_routes=self.record_routes and is_moe(self.model.config))
-        out: list[list[Completion]] = [[] for _ in prompt_ids]
-        for b, r in enumerate(rows):
-            out[b // n].append(self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
-        return out
+        for done in decode_rows(weights, prompt_ids, n, sampling, eos=self.tok.eos_token_id,
+                                pad=self.tok.pad_token_id,
+                                record_routes=self.record_routes and is_moe(self.model.config)):
+            yield [(b // n, b % n, self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
+                   for b, r in done]
 
 
 @register_rollout_backend("native")

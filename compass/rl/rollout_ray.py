@@ -11,18 +11,22 @@ rollout backend (:class:`compass.rl.rollout.RolloutBackend`) for the engine's si
   False there (for ``hf``, ``native`` and any backend given the option): an actor's model
   is a copy, so "the trainer updates this very model" is never true and weights must be
   synced; an actor whose backend still reports ``shared`` refuses to start.
-- **generate**: the prompts are split over the actors by longest-processing-time first
-  (:func:`plan_shards`), every shard is sent at once, and the groups come back in the
-  original prompt order with every :class:`~compass.rl.rollout.Completion` field as the
-  backend made it (ids, text, logprobs, entropies, routes, finished; numpy arrays are
-  copied out of the read-only object store).
+- **generate_samples**: the prompts are split over the actors by predicted work
+  (:func:`plan_shards`: ``partitioner`` over each prompt's predicted cost, longest first within a
+  shard; paper §3.1.1), every shard is sent at once, and each actor streams back the samples of
+  every decode step that ended some (a Ray streaming generator), so rewards are scored while the
+  others still generate (§3.2.2). Every :class:`~compass.rl.rollout.Completion` field comes as the
+  backend made it (numpy arrays are copied out of the read-only object store). ``generate_stream``
+  (whole groups) and ``generate`` (all, in prompt order) are built on it; :attr:`last_schedule`
+  holds the step's per-actor finish times, makespan and idle shares.
+- **faults**: an actor that dies mid-step has the samples it had not returned sent to the live
+  actors and is replaced after the step (with the last synced weights); the step ends with every
+  sample exactly once (checked). With no live actor left, or the restarts spent, one InfraError line.
 - **seeds**: shard ``k`` of ``W`` samples with seed ``sampling.seed * W + k``
   (:func:`shard_seed`): distinct for every (seed, shard) pair at a given ``W``, so a
-  result is reproducible for a given worker count (with one worker it is the backend's
-  own result for ``sampling.seed``). Other worker counts sample other, equally valid,
-  streams.
-- **generate_stream**: the same work, yielding ``(prompt_index, group)`` as each shard
-  finishes, so the controller can score rewards while other shards still generate.
+  result is reproducible for a given worker count and split (with one worker it is the
+  backend's own result for ``sampling.seed``). Other worker counts sample other, equally
+  valid, streams.
 - **sync_weights**: the state dict goes to the object store once and every actor copies it
   into its model in place (the inner backend's ``sync_weights``). An ``ObjectRef`` to a
   state dict (e.g. :meth:`compass.rl.trainer_ray.RayTrainer.hf_state_dict_ref`) is passed on
@@ -38,18 +42,22 @@ actor or the driver already holds on a small machine.
 from __future__ import annotations
 
 import dataclasses
-import heapq
+import logging
 import os
+import time
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from compass.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
                                    start_actors)
+from compass.rl.length_balance import get_partitioner, longest_first, schedule_metrics
 from compass.rl.rollout import Completion, RolloutBackend, SamplingParams, get_rollout_backend
 from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
+
+log = logging.getLogger("compass.rl.rollout_ray")
 
 
 # backends whose ``share`` option defaults to True (reading the trainer's model in place)
@@ -66,25 +74,23 @@ def shard_seed(seed: int, shard: int, workers: int) -> int:
     return seed * workers + shard
 
 
-def plan_shards(prompt_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, workers: int) -> list[list[int]]:
-    """Prompt indices for each of ``workers`` shards, balanced by longest-processing-time first.
+def plan_shards(prompt_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int, workers: int,
+                work: Sequence[float] | None = None, partitioner: str = "lpt") -> list[list[int]]:
+    """Prompt indices for each of ``workers`` shards, longest predicted first within a shard.
 
-    The work of prompt ``i`` is taken as ``n * (len(prompt_i) + max_new_tokens)``: its
-    prefill plus the decode budget of its ``n`` samples (completion lengths are not known
-    before generation). Prompts go, heaviest first (ties: lower index first), to the shard
-    with the least work so far (ties: lower shard). Indices within a shard are ascending.
-    Deterministic; shards may be empty when there are fewer prompts than workers.
+    ``work[i]`` is prompt ``i``'s predicted cost (``compass.rl.length_predict``: ``n`` x predicted tokens);
+    without it, ``n * (len(prompt_i) + max_new_tokens)``: its prefill plus the decode budget of its ``n``
+    samples. ``partitioner`` names a :data:`compass.rl.length_balance.PARTITIONERS` entry (``lpt``,
+    ``karmarkar_karp``, ``round_robin``). Deterministic; shards may be empty when there are fewer prompts
+    than workers.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    cost = [n * (len(p) + max_new_tokens) for p in prompt_ids]
-    shards: list[list[int]] = [[] for _ in range(workers)]
-    loads = [(0, k) for k in range(workers)]           # a heap of (work so far, shard)
-    for i in sorted(range(len(cost)), key=lambda i: (-cost[i], i)):
-        load, k = heapq.heappop(loads)
-        shards[k].append(i)
-        heapq.heappush(loads, (load + cost[i], k))
-    return [sorted(s) for s in shards]
+    if work is None:
+        work = [n * (len(p) + max_new_tokens) for p in prompt_ids]
+    elif len(work) != len(prompt_ids):
+        raise ValueError(f"work has {len(work)} entries for {len(prompt_ids)} prompts")
+    return [longest_first(s, work) for s in get_partitioner(partitioner)(work, workers)]
 
 
 class _RolloutActor:
@@ -103,6 +109,14 @@ class _RolloutActor:
 
     def generate(self, prompt_ids, n: int, sampling: SamplingParams) -> list[list[Completion]]:
         return self.backend.generate(prompt_ids, n, sampling)
+
+    def generate_samples(self, prompt_ids, n: int, sampling: SamplingParams):
+        """A Ray streaming generator of the backend's lists of finished ``(prompt index, sample index,
+        completion)`` (one object per decode step that ended rows, not one per sample)."""
+        yield from self.backend.generate_samples(prompt_ids, n, sampling)
+
+    def pid(self) -> int:
+        return os.getpid()
 
     def sync_weights(self, state_dict: dict) -> None:
         self.backend.sync_weights(state_dict)
@@ -126,81 +140,140 @@ class RayRolloutPool(RolloutBackend):
     takes_weight_refs = True            # sync_weights passes an ObjectRef on to the actors as is
 
     def __init__(self, backend_name: str, model, tok, *, workers: int, threads_per_worker: int = 1,
-                 actor_options: dict | None = None, ready_timeout_s: float = 600.0, **options):
+                 actor_options: dict | None = None, ready_timeout_s: float = 600.0, partitioner: str = "lpt",
+                 max_actor_restarts: int = 3, **options):
         """``model`` (an HF causal LM) and ``tok`` are copied to every actor; ``options`` go to the
         backend's factory (``dtype``, ``record_routes``, ...); ``actor_options`` to Ray's
-        ``.options()`` (default ``{"num_cpus": 0}``). Raises ValueError for an unknown backend
-        name (the registry's message, before anything starts) or ``workers`` < 1; RuntimeError
-        when an actor fails to build or is not placed within ``ready_timeout_s``."""
+        ``.options()`` (default ``{"num_cpus": 0}``). ``partitioner``: how a step's prompts are split
+        (:data:`compass.rl.length_balance.PARTITIONERS`). ``max_actor_restarts``: actors that die are
+        replaced this many times in the pool's life (their unfinished samples always go to the live ones).
+        Raises ValueError for an unknown backend or partitioner name (before anything starts) or
+        ``workers`` < 1; RuntimeError when an actor fails to build or is not placed within
+        ``ready_timeout_s``."""
         if workers < 1:
             raise ValueError(f"RayRolloutPool: workers must be >= 1, got {workers}")
         if threads_per_worker < 1:
             raise ValueError(f"RayRolloutPool: threads_per_worker must be >= 1, got {threads_per_worker}")
         get_rollout_backend(backend_name)      # an unknown name fails here, with the known ones listed
+        get_partitioner(partitioner)
         ensure_ray()
         options = dict(options)
         if backend_name in SHARING_BACKENDS or "share" in options:    # the actor's model is a copy: weights must sync
             options["share"] = False
         self.name, self.workers, self.threads_per_worker = backend_name, workers, threads_per_worker
+        self.partitioner, self.restarts_left = partitioner, max_actor_restarts
         payload, tok_ref = ray.put(model_payload(model)), ray.put(tok)
         cls = remote_class(_RolloutActor).options(**{"num_cpus": 0, **(actor_options or {})})
-        self.actors = start_actors(lambda: cls.remote(backend_name, payload, tok_ref, threads_per_worker, options),
-                                   workers, ready_timeout_s, f"rollout pool ({backend_name})")
+        self._make = lambda: cls.remote(backend_name, payload, tok_ref, threads_per_worker, options)
+        self._weights = None                  # the last synced weights: a replacement actor loads them
+        self.ready_timeout_s = ready_timeout_s
+        self.actors = start_actors(self._make, workers, ready_timeout_s, f"rollout pool ({backend_name})")
+        self.last_schedule: dict = {}
 
-    def shards(self, prompt_ids: Sequence[Sequence[int]], n: int,
-               sampling: SamplingParams) -> list[tuple[list[int], SamplingParams]]:
-        """Per actor: its prompt indices (:func:`plan_shards`) and its sampling (seed :func:`shard_seed`)."""
-        plan = plan_shards(prompt_ids, n, sampling.max_new_tokens, self.workers)
+    def shards(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
+               work: Sequence[float] | None = None) -> list[tuple[list[int], SamplingParams]]:
+        """Per actor: its prompt indices, longest predicted first (:func:`plan_shards`), and its sampling
+        (seed :func:`shard_seed`)."""
+        plan = plan_shards(prompt_ids, n, sampling.max_new_tokens, self.workers, work, self.partitioner)
         return [(idx, dataclasses.replace(sampling, seed=shard_seed(sampling.seed, k, self.workers)))
                 for k, idx in enumerate(plan)]
 
-    def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int,
-                        sampling: SamplingParams) -> Iterator[tuple[int, list[Completion]]]:
-        """Start every shard now; iterate ``(prompt_index, group of n completions)`` as shards finish.
+    def generate_samples(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
+                         work: Sequence[float] | None = None) -> Iterator[list[tuple[int, int, Completion]]]:
+        """Start every shard now; iterate lists of ``(prompt index, sample index, completion)`` as the actors'
+        decodes finish them. ``work``: each prompt's predicted cost for the split (None: prompt length +
+        budget).
 
-        Each index comes exactly once; within a shard in ascending order, shards in order of
-        completion. Abandoning the iterator leaves the remaining shards to finish on their
-        actors (a later call waits behind them)."""
+        Every (prompt, sample) comes exactly once. An actor that dies mid-shard has the samples it had not
+        yet returned sent again, one sample per prompt copy, to the live actors (again if one of those dies);
+        the pool replaces it for later calls (``max_actor_restarts``). When no actor is left the call raises
+        one :class:`InfraError` line. After the iterator ends, :attr:`last_schedule` holds the step's
+        per-actor finish seconds, makespan, idle shares and re-sent sample count."""
         if not self.actors:
             raise RuntimeError("RayRolloutPool is closed")
-        pending = {}
-        for k, (idx, shard_sampling) in enumerate(self.shards(prompt_ids, n, sampling)):
+        t0 = time.perf_counter()
+        self._dead: set[int] = set()
+        pending: dict = {}            # generator -> (actor k, [(prompt index, [sample indices])] per local prompt)
+        for k, (idx, shard_sampling) in enumerate(self.shards(prompt_ids, n, sampling, work)):
             if idx:
-                ref = self.actors[k].generate.remote([list(prompt_ids[i]) for i in idx], n, shard_sampling)
-                pending[ref] = (k, idx)
-        return self._collect(pending)
-
-    def _collect(self, pending: dict) -> Iterator[tuple[int, list[Completion]]]:
+                gen = self.actors[k].generate_samples.options(num_returns="streaming").remote(
+                    [list(prompt_ids[i]) for i in idx], n, shard_sampling)
+                pending[gen] = (k, [(i, list(range(n))) for i in idx])
+        finish = [0.0] * self.workers
+        missing = {(i, s) for i in range(len(prompt_ids)) for s in range(n)}
+        resent, dead = 0, []
         while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            k, idx = pending.pop(ref)
+            (gen,), _ = ray.wait(list(pending), num_returns=1)
+            k, jobs = pending[gen]
             try:
-                groups = ray.get(ref)
+                ref = next(gen)
+                done = ray.get(ref)
+            except StopIteration:
+                finish[k] = max(finish[k], time.perf_counter() - t0)
+                del pending[gen]
+                continue
             except ray.exceptions.RayActorError as e:
-                # The process is gone (killed, out of memory, node lost): a machinery failure, so the
-                # orchestrator's retry may run the stage again, which resumes from its saved state.
-                why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-                self.close(timeout_s=5.0)      # the others may be mid-shard: do not wait for work no one reads
-                raise InfraError(f"rollout pool ({self.name}): actor {k} of {self.workers} died while generating "
-                                 f"{len(idx)} prompt(s): {type(e).__name__}: {why}") from e
-            if len(groups) != len(idx):
-                raise RuntimeError(f"a rollout actor returned {len(groups)} groups for {len(idx)} prompts")
-            for group in groups:
-                for c in group:
-                    _own_arrays(c)
-            yield from zip(idx, groups)
+                del pending[gen]
+                dead.append(k)
+                lost = sorted((i, s) for i, ss in jobs for s in ss if (i, s) in missing)
+                resent += len(lost)
+                self._lost_actor(k, e, lost, prompt_ids, sampling, pending, resent_before=resent - len(lost))
+                continue
+            out = []
+            for li, s, c in done:
+                i, ss = jobs[li]
+                key = (i, ss[s])
+                if key not in missing:
+                    raise RuntimeError(f"rollout pool: actor {k} returned sample {key} twice")
+                missing.discard(key)
+                _own_arrays(c)
+                out.append((i, ss[s], c))
+            yield out
+        if missing:
+            raise RuntimeError(f"rollout pool: {len(missing)} sample(s) never came back, e.g. {sorted(missing)[:3]}")
+        self.last_schedule = {**schedule_metrics([f for k, f in enumerate(finish) if k not in dead]),
+                              "finish_s": finish, "resent_samples": resent, "actors_lost": len(dead)}
+        for k in dead:
+            self._replace(k)
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+    def _replace(self, k: int) -> None:
+        """A new actor in slot ``k`` with the last synced weights, or one :class:`InfraError` line when the
+        pool's restarts are spent."""
+        if self.restarts_left <= 0:
+            self.close(timeout_s=5.0)
+            raise InfraError(f"rollout pool ({self.name}): actor {k} of {self.workers} died and the pool's actor "
+                             f"restarts are spent")
+        self.restarts_left -= 1
+        ray.kill(self.actors[k])
+        (self.actors[k],) = start_actors(self._make, 1, self.ready_timeout_s, f"rollout pool ({self.name})")
+        if self._weights is not None:
+            ray.get(self.actors[k].sync_weights.remote(self._weights))
+
+    def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
+                        work: Sequence[float] | None = None) -> Iterator[tuple[int, list[Completion]]]:
+        """``(prompt index, group of n completions)`` as each group's last sample comes back."""
+        groups: dict[int, list] = {}
+        for done in self.generate_samples(prompt_ids, n, sampling, work):
+            for i, s, c in done:
+                g = groups.setdefault(i, [None] * n)
+                g[s] = c
+                if all(x is not None for x in g):
+                    yield i, groups.pop(i)
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
+                 work: Sequence[float] | None = None) -> list[list[Completion]]:
         """``len(prompt_ids)`` groups of ``n`` completions, in prompt order (shards run concurrently)."""
-        out: list = [None] * len(prompt_ids)
-        for i, group in self.generate_stream(prompt_ids, n, sampling):
-            out[i] = group
+        out: list = [[None] * n for _ in prompt_ids]
+        for done in self.generate_samples(prompt_ids, n, sampling, work):
+            for i, s, c in done:
+                out[i][s] = c
         return out
 
     def sync_weights(self, state_dict) -> None:
         """Load a state dict (HF names), or an ``ObjectRef`` to one, into every actor's model."""
         if not isinstance(state_dict, ray.ObjectRef):
             state_dict = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
+        self._weights = state_dict
         ray.get([a.sync_weights.remote(state_dict) for a in self.actors])
 
     def close(self, timeout_s: float = 60.0) -> None:
@@ -219,3 +292,27 @@ class RayRolloutPool(RolloutBackend):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _lost_actor(self, k: int, error, lost: list, prompt_ids, sampling: SamplingParams, pending: dict,
+                    resent_before: int) -> None:
+        """Send actor ``k``'s unreturned samples (``lost``: (prompt, sample) pairs) to the live actors, one
+        copy of the prompt per sample, spread round robin; or raise when there is nothing to send them to."""
+        why = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+        self._dead.add(k)
+        live = [j for j in range(self.workers) if j not in self._dead]
+        if not live:
+            self.close(timeout_s=5.0)
+            raise InfraError(f"rollout pool ({self.name}): actor {k} of {self.workers} died and no actor is left to "
+                             f"take its {len(lost)} sample(s): {type(error).__name__}: {why}") from error
+        log.warning("rollout pool (%s): actor %d of %d died (%s); its %d unfinished sample(s) go to actor(s) %s",
+                    self.name, k, self.workers, why, len(lost), live)
+        for r, j in enumerate(live):
+            share = lost[r::len(live)]
+            if not share:
+                continue
+            # a fresh seed per re-send: these samples must not repeat a stream the live actor already drew
+            resend = dataclasses.replace(sampling, seed=shard_seed(sampling.seed, j, self.workers) * 7919
+                                         + 104729 * (resent_before + r + 1))
+            gen = self.actors[j].generate_samples.options(num_returns="streaming").remote(
+                [list(prompt_ids[i]) for i, _ in share], 1, resend)
+            pending[gen] = (j, [(i, [s]) for i, s in share])

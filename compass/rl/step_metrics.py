@@ -152,6 +152,11 @@ def step_row(step: int, *, measured: dict, update: dict[str, float], counts: dic
         "tokens_per_s": tokens / step_s if step_s > 0 else 0.0,
         "samples_per_s": samples / step_s if step_s > 0 else 0.0,
         "lr": lr, "prompts_retired": prompts_retired,
+        # the rollout system (paper §3): reward time nothing hid, the split's balance and its prediction
+        "reward_tail_s": counts.get("reward_tail_s", 0.0), "draft_tokens": counts.get("draft_tokens", 0),
+        **{k: counts[k] for k in ("length_pred_mae_tokens", "length_pred_rel_error", "rollout_makespan_s",
+                                  "rollout_idle_share", "rollout_idle_share_max", "rollout_resent_samples")
+           if k in counts},
         **{f"time_{k}_s": v for k, v in timing.items()}, "time_train_s": timing["old_logp"] + timing["update"],
         "time_step_s": step_s,
     }

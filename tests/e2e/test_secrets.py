@@ -21,7 +21,8 @@ import yaml
 import pyarrow as pa
 
 from compass.rl.data import prompts_from_table
-from compass.rl.engine import _default_score, _rollout_and_score
+from compass.rl.engine import _default_score
+from compass.rl.scored_rollout import rollout_and_score
 from tests.e2e.conftest import REPO, compass, compass_env, last_json, write_config
 from tests.s3_server import find_weed, free_port_pairs, start_s3_server
 
@@ -135,9 +136,9 @@ class _ScriptedRollout:
     def __init__(self, texts: list[str]):
         self.texts = texts
 
-    def generate_stream(self, prompt_ids, n, sampling):
+    def generate_samples(self, prompt_ids, n, sampling):
         for i in range(len(prompt_ids)):
-            yield i, [type("Completion", (), {"text": self.texts[i]})() for _ in range(n)]
+            yield [(i, s, type("Completion", (), {"text": self.texts[i]})()) for s in range(n)]
 
 
 def _code_prompts(tests: list[list[str]]) -> pa.Table:
@@ -182,8 +183,8 @@ def test_code_rollouts_cannot_reach_the_secret_the_host_or_the_network(through, 
         from compass.gym.service import RewardService
         service = RewardService(1, default_timeout_s=30)
     try:
-        _, rewards, reasons, failures, _ = _rollout_and_score(rollout, prompts, [p.id for p in prompts], 1, None,
-                                                             _default_score(), service)
+        out = rollout_and_score(rollout, prompts, [p.id for p in prompts], 1, None, _default_score(), service)
+        rewards, reasons, failures = out.rewards, out.reasons, out.failures
     finally:
         if service is not None:
             service.close()

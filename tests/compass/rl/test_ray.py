@@ -102,8 +102,9 @@ def assert_same(a, b):
 
 
 def test_lpt_plan_and_shard_seeds():
-    # work n*(len+T): 10, 6, 8, 2 -> 0 to shard 0, 2 to shard 1, 1 to shard 1 (8 < 10), 3 to shard 0
-    assert plan_shards([[0] * 5, [0] * 3, [0] * 4, [0]], 2, 0, 2) == [[0, 3], [1, 2]]
+    # work n*(len+T): 10, 6, 8, 2 -> 0 to shard 0, 2 to shard 1, 1 to shard 1 (8 < 10), 3 to shard 0;
+    # within a shard the longest first
+    assert plan_shards([[0] * 5, [0] * 3, [0] * 4, [0]], 2, 0, 2) == [[0, 3], [2, 1]]
     assert plan_shards([[0] * 3], 4, 8, 3) == [[0], [], []]
     seeds = {shard_seed(s, k, 3) for s in range(50) for k in range(3)}
     assert len(seeds) == 150 and shard_seed(7, 0, 1) == 7            # distinct; one worker keeps the seed

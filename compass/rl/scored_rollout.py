@@ -1,0 +1,98 @@
+"""One step's rollout with every sample scored as it finishes (paper §3.2.2), split by predicted length (§3.1.1).
+
+:func:`rollout_and_score` drives a rollout backend's ``generate_samples`` stream:
+
+- the prompts go out ordered or split by predicted work (``work``: ``n`` x predicted tokens per prompt,
+  :mod:`compass.rl.length_predict`): a Ray pool splits them over its actors with its partitioner and starts
+  each actor's longest first; an in-process backend is one worker, so it gets them longest first;
+- each sample is handed to the scorer the moment it arrives: to the reward service's processes (a future;
+  generation goes on meanwhile), or to the in-process score function (which holds the controller, but not
+  the Ray actors, which keep generating); a batched scorer (``score_group``: the GenRM judge) gets each group
+  once its last sample is in;
+- a sample without text (a backend run with ``detokenize=False``) is decoded first by ``detok``
+  (:class:`compass.rl.detokenize.DetokenizerPool`, in worker processes) or by the tokenizer in process.
+
+What it returns says where the time went: ``generate_s`` (first sample sent to last sample in, minus
+scoring done in line), ``scoring_inline_s`` (scoring that ran in the controller while samples were still
+coming), ``reward_tail_s`` (from the last sample to the last reward: the reward time nothing hid).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from compass.rl.length_balance import longest_first
+
+
+@dataclass
+class Scored:
+    groups: list                  # [G][N] Completion
+    rewards: torch.Tensor         # [G, N] float32
+    reasons: list                 # [G][N] reason code or None
+    failures: int                 # reward-service errors (scored 0)
+    generate_s: float
+    scoring_inline_s: float
+    reward_tail_s: float
+    schedule: dict                # the pool's last_schedule ({} in process)
+
+
+def scored(out) -> tuple[float, str | None]:
+    """A score function's answer as (reward, reason): a Reward carries its reason, a plain float none."""
+    reason = getattr(out, "reason", None)
+    return float(out.score if hasattr(out, "score") else out), reason
+
+
+def _samples(rollout, prompt_ids, n, sampling, work):
+    """The backend's stream of finished-sample lists, in the prompts' own indices."""
+    if hasattr(rollout, "last_schedule"):                 # a Ray pool splits and orders by work itself
+        yield from rollout.generate_samples(prompt_ids, n, sampling, work)
+        return
+    order = longest_first(range(len(prompt_ids)), work) if work is not None else list(range(len(prompt_ids)))
+    for done in rollout.generate_samples([prompt_ids[i] for i in order], n, sampling):
+        yield [(order[i], s, c) for i, s, c in done]
+
+
+def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[int]], n: int, sampling,
+                      score_fn, service, *, tok=None, work: Sequence[float] | None = None,
+                      detok=None) -> Scored:
+    """Generate ``n`` samples of each prompt and score each as it finishes; see the module docstring."""
+    G = len(prompts)
+    groups = [[None] * n for _ in range(G)]
+    pending: list = [[None] * n for _ in range(G)]
+    left = [n] * G
+    inline = 0.0
+    batched = service is None and hasattr(score_fn, "score_group")
+    t0 = time.perf_counter()
+    for done in _samples(rollout, prompt_ids, n, sampling, work):
+        if any(c.text is None for _, _, c in done):
+            texts = (detok.decode_many([c.ids for _, _, c in done]) if detok is not None
+                     else [tok.decode([t for t in c.ids if t not in (tok.eos_token_id, tok.pad_token_id)])
+                           for _, _, c in done])
+            for (_, _, c), text in zip(done, texts):
+                c.text = text
+        ts = time.perf_counter()
+        for i, s, c in done:
+            p = prompts[i]
+            groups[i][s] = c
+            left[i] -= 1
+            if service is not None:
+                pending[i][s] = service.submit_spec(p.verifier, c.text, p.reference)
+            elif not batched:
+                pending[i][s] = scored(score_fn(p.verifier, c.text, p.reference))
+            elif left[i] == 0:                             # a group judge needs the whole group
+                pending[i] = [scored(r) for r in score_fn.score_group(p, [x.text for x in groups[i]])]
+        inline += time.perf_counter() - ts
+    t_last = time.perf_counter()
+    failures = 0
+    if service is not None:
+        results = [[f.result() for f in row] for row in pending]
+        failures = sum(r.kind != "ok" for row in results for r in row)
+        pending = [[(r.score, r.reason) for r in row] for row in results]
+    tail = time.perf_counter() - t_last
+    rewards = torch.tensor([[v for v, _ in row] for row in pending], dtype=torch.float32).reshape(G, n)
+    return Scored(groups, rewards, [[why for _, why in row] for row in pending], failures,
+                  generate_s=t_last - t0 - inline, scoring_inline_s=inline, reward_tail_s=tail,
+                  schedule=dict(getattr(rollout, "last_schedule", {}) or {}))
