@@ -67,6 +67,7 @@ class RLResult:
     metrics: list[dict]               # one dict per step
     rollouts: list[dict]              # one dict per sampled completion
     prompt_stats: PromptStats
+    trainer_restarts: int = 0         # trainer actor deaths this run survived (trainer.max_restarts)
 
     def summary(self) -> dict:
         """Run-level numbers for the manifest's ``extra``."""
@@ -90,6 +91,7 @@ class RLResult:
             "zero_variance_all_fail_rate": zv_fail / groups if groups else None,
             "prompts_measured": len(self.prompt_stats.rows()),
             "time_s": sum(x["time_step_s"] for x in m),
+            "trainer_restarts": self.trainer_restarts,
         }
 
 
@@ -125,7 +127,10 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         service = RewardService(cfg.reward.workers, default_timeout_s=cfg.reward.timeout_s)
     if cfg.trainer.actor:
         from compass.rl.trainer_ray import RayTrainer
-        trainer = RayTrainer(cfg.trainer.backend, model, cfg)
+        res = cfg.trainer.actor_resources
+        # a restart rebuilds the actor from the first weights, then loads the saved state: only useful with one
+        trainer = RayTrainer(cfg.trainer.backend, model, cfg, threads=res.threads, actor_options=res.ray_options(),
+                             restartable=state_dir is not None and cfg.trainer.max_restarts > 0)
     else:
         trainer = get_trainer_backend(cfg.trainer.backend)(model, cfg)
     backend = resolve_rollout_backend(cfg.rollout.backend, model)
@@ -140,7 +145,9 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     try:
         if cfg.rollout.workers:
             from compass.rl.rollout_ray import RayRolloutPool
-            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers, **options)
+            res = cfg.rollout.actor_resources
+            rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers,
+                                     threads_per_worker=res.threads or 1, actor_options=res.ray_options(), **options)
         else:
             rollout = get_rollout_backend(backend)(model, tok, **options)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
@@ -219,10 +226,13 @@ class _Loop:
         return self.prefix_cache[p.id]
 
     # -- state ----------------------------------------------------------------------
-    def restore(self) -> None:
-        state = load_state(self.state_dir)
+    def restore(self, state: dict | None = None, after: str | None = None) -> bool:
+        """Load the saved RL state (``state``, else the one in ``state_dir``); whatever the loop holds is replaced,
+        so steps re-run after it are never recorded twice. ``after``: the fault being recovered from (logged as
+        one WARNING line instead of the INFO of a resumed stage run). Returns whether there was a state."""
+        state = state if state is not None else load_state(self.state_dir)
         if state is None:
-            return
+            return False
         self.trainer.load_state_dict(state["trainer"])
         self.sampler.load_state(state["sampler"])
         self.stats.load_state(state["stats"])
@@ -235,7 +245,14 @@ class _Loop:
         self.start = state["step"]
         torch.set_rng_state(state["torch_rng"])
         self.sync_rollout()
-        self.log.info("%s: resumed at step %d of %d from %s", self.desc, self.start, self.cfg.steps, self.state_dir)
+        if after is None:
+            self.log.info("%s: resumed at step %d of %d from %s", self.desc, self.start, self.cfg.steps,
+                          self.state_dir)
+        else:
+            self.log.warning("%s: %s; trainer actor restarted (%d of at most %d), resumed at step %d of %d from %s",
+                             self.desc, after, self.trainer.restarts, self.cfg.trainer.max_restarts, self.start,
+                             self.cfg.steps, self.state_dir)
+        return True
 
     def save(self, next_step: int) -> None:
         save_state(self.state_dir, {"step": next_step, "trainer": self.trainer.state_dict(),
@@ -521,24 +538,54 @@ class _Loop:
         cfg = self.cfg
         torch.manual_seed(cfg.seed)
         self.restore()
-        for step in progress(range(self.start, cfg.steps), desc=self.desc, unit="step"):
-            row = self.step(step)
-            self.metrics.log(row)
-            self.log.log(step_level(), "%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d "
-                         "of %d groups of N=%d; %d skipped before rollout), informative tokens %.2f, |A| %.3f, "
-                         "gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
-                         row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
-                         row["groups"], row["group_size"], row["prompts_skipped"], row["informative_token_share"],
-                         row.get("adv_abs_mean", 0.0), row.get("logp_gap_mean", 0.0), row["tokens"],
-                         row["time_step_s"])
-            if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-                self.save(step + 1)
-            if self.on_step is not None:
-                self.trained_weights_to_model()
-                self.on_step(step, row, self.model)
-            if cfg.rollout_token_budget and self.rollout_tokens >= cfg.rollout_token_budget:
-                self.log.info("%s: rollout token budget %d reached at step %d", self.desc, cfg.rollout_token_budget,
-                              step)
+        at = self.start                    # the step being run (named when the trainer actor dies)
+
+        def steps() -> None:
+            nonlocal at
+            for step in progress(range(self.start, cfg.steps), desc=self.desc, unit="step"):
+                at = step
+                row = self.step(step)
+                self.metrics.log(row)
+                self.log.log(step_level(), "%s step %d: reward %.3f, zero-variance %.2f (all-pass %d, all-fail %d "
+                             "of %d groups of N=%d; %d skipped before rollout), informative tokens %.2f, |A| %.3f, "
+                             "gap %.2e, %d tokens, %.2fs", self.desc, step, row["reward_mean"],
+                             row["zero_variance_rate"], row["zero_variance_all_pass"], row["zero_variance_all_fail"],
+                             row["groups"], row["group_size"], row["prompts_skipped"],
+                             row["informative_token_share"], row.get("adv_abs_mean", 0.0),
+                             row.get("logp_gap_mean", 0.0), row["tokens"], row["time_step_s"])
+                if self.state_dir is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
+                    self.save(step + 1)
+                if self.on_step is not None:
+                    self.trained_weights_to_model()
+                    self.on_step(step, row, self.model)
+                if cfg.rollout_token_budget and self.rollout_tokens >= cfg.rollout_token_budget:
+                    self.log.info("%s: rollout token budget %d reached at step %d", self.desc,
+                                  cfg.rollout_token_budget, step)
+                    break
+            self.trained_weights_to_model()         # the HF policy the stage saves gets the trained weights
+
+        died: tuple = ()
+        if cfg.trainer.actor:
+            from compass.rl.trainer_ray import TrainerActorDied
+            died = (TrainerActorDied,)
+        resume: tuple | None = None        # (the saved state, what happened) once the trainer actor died
+        while True:
+            try:
+                if resume is not None:     # in the try: a death while restoring is one more fault, met below
+                    self.trainer.restart()
+                    self.restore(*resume)
+                    resume = None
+                steps()
                 break
-        self.trained_weights_to_model()             # the HF policy the stage saves gets the trained weights
-        return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats)
+            except died as e:
+                # the trainer's actor died (killed, out of memory, node lost): a fresh actor from the first weights
+                # plus the last saved RL state is the run as it was then. Without a state, or past the budget, the
+                # error ends the run (the stage task retries it; its re-run resumes from the saved state)
+                state = load_state(self.state_dir)
+                if state is None:
+                    raise
+                if self.trainer.restarts >= cfg.trainer.max_restarts:
+                    raise type(e)(f"{e} (trainer.max_restarts={cfg.trainer.max_restarts} used up)") from e
+                resume = (state, f"{e} (at step {at})")
+        return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats,
+                        trainer_restarts=self.trainer.restarts if cfg.trainer.actor else 0)

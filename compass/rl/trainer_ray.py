@@ -15,6 +15,11 @@ Ray's object store:
   :meth:`compass.rl.rollout_ray.RayRolloutPool.sync_weights` takes without a driver copy;
 - ``state_dict()`` / ``load_state_dict(state)``: everything needed to resume.
 
+If the actor dies (killed, out of memory, its node lost), the call raises :class:`TrainerActorDied`, an
+``InfraError`` of one line naming the trainer and the call. ``restart()`` then starts a fresh actor from
+the model the trainer was first built from (kept in the object store while ``restartable``); the caller
+loads the state to go on from (the RL engine: its last saved RL state, ``trainer.max_restarts``).
+
 Any other public attribute of the wrapped trainer is forwarded too: ``hasattr(ray_trainer,
 name)`` asks the actor once (a remote ``hasattr``) and remembers whether it is a method
 (calls are forwarded) or a value (e.g. the trainer's ``steps``: every read returns a fresh
@@ -28,11 +33,16 @@ from __future__ import annotations
 import functools
 import os
 
-from compass.rl.ray_cluster import ensure_ray, model_from_payload, model_payload, remote_class, start_actors
+from compass.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
+                                   start_actors)
 from compass.rl.trainer import TrainerBackend, get_trainer_backend
 from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
+
+
+class TrainerActorDied(InfraError):
+    """The trainer's Ray actor died during a call: retryable; ``RayTrainer.restart()`` starts a fresh one."""
 
 
 class _TrainerActor:
@@ -67,35 +77,67 @@ class RayTrainer(TrainerBackend):
     """A :class:`~compass.rl.trainer.TrainerBackend` whose trainer runs in a Ray actor."""
 
     def __init__(self, backend_name: str, model, cfg, *, threads: int | None = None,
-                 actor_options: dict | None = None, ready_timeout_s: float = 600.0):
+                 actor_options: dict | None = None, ready_timeout_s: float = 600.0, restartable: bool = True):
         """``model``: the HF policy (copied to the actor); ``cfg``: the trainer's config (``RLConfig``).
         ``threads``: torch threads in the actor (None: this process's ``torch.get_num_threads()``,
         what the trainer would have used here). ``actor_options``: Ray's ``.options()`` for the
         actor (default ``{"num_cpus": 0}``: it never waits for CPUs a rollout pool holds).
+        ``restartable``: keep the model's copy in the object store for :meth:`restart` (it costs one
+        copy of the weights there for the trainer's life; False frees it once the actor is built).
         Raises ValueError for an unknown backend, RuntimeError when the actor cannot start."""
         import torch
         get_trainer_backend(backend_name)      # an unknown name fails here, with the known ones listed
         ensure_ray()
         self.name = backend_name
         self.threads = threads or torch.get_num_threads()
+        self.restarts = 0
         self._kinds: dict[str, str | None] = {}
+        self._actor = None
         payload = ray.put(model_payload(model))
         cls = remote_class(_TrainerActor).options(**{"num_cpus": 0, **(actor_options or {})})
-        (self._actor,) = start_actors(lambda: cls.remote(backend_name, payload, cfg, self.threads), 1,
-                                      ready_timeout_s, f"trainer ({backend_name})")
+        # the driver's model is not trained in place, so a restart must not read it again: keep the payload
+        self._start = lambda: start_actors(lambda: cls.remote(backend_name, payload, cfg, self.threads), 1,
+                                           ready_timeout_s, f"trainer ({backend_name})")
+        (self._actor,) = self._start()
+        if not restartable:
+            self._start = None
+
+    def restart(self) -> None:
+        """Kill the actor if it still runs and start a fresh one with the weights the trainer was first
+        built from (load the state to go on from after this). Raises InfraError when it cannot start."""
+        if self._start is None:
+            raise RuntimeError(f"trainer ({self.name}): not restartable (closed, or built with restartable=False)")
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            kill_actors([actor])
+        self._kinds.clear()                # a fresh actor: ask again what its trainer has
+        try:
+            (self._actor,) = self._start()
+        except RuntimeError as e:          # it started once with these settings: what failed now is the machinery
+            raise InfraError(f"trainer ({self.name}): could not restart its Ray actor: {e}") from e
+        self.restarts += 1
+
+    def actor_pid(self) -> int:
+        """The process id of the actor (fault-injection tests kill it)."""
+        return self._ask("pid", "pid")
+
+    def _ask(self, what: str, method: str, *args, **kwargs):
+        """``ray.get`` of one remote method call; a dead actor is one TrainerActorDied line naming ``what``."""
+        if self._actor is None:
+            raise RuntimeError(f"RayTrainer is closed (trainer {self.name})")
+        try:
+            return ray.get(getattr(self._actor, method).remote(*args, **kwargs))
+        except ray.exceptions.RayActorError as e:
+            # the actor's process is gone (killed, out of memory, node lost): a machinery failure. The RL engine
+            # restarts the actor and resumes from its saved state; otherwise the stage task retries the stage
+            why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+            actor, self._actor = self._actor, None
+            kill_actors([actor])           # never leave a half-dead actor holding resources
+            raise TrainerActorDied(f"trainer ({self.name}): its Ray actor died during {what}: "
+                                   f"{type(e).__name__}: {why}") from e
 
     def _call(self, name: str, *args, **kwargs):
-        if self._actor is None:
-            raise RuntimeError("RayTrainer is closed")
-        try:
-            return ray.get(self._actor.call.remote(name, *args, **kwargs))
-        except ray.exceptions.RayActorError as e:
-            # the actor's process is gone (killed, out of memory, node lost): a machinery failure, which the
-            # stage task retries; the RL stage's re-run resumes from its saved state
-            why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-            self.close()
-            raise InfraError(f"trainer ({self.name}): its Ray actor died during {name}: "
-                             f"{type(e).__name__}: {why}") from e
+        return self._ask(name, "call", name, *args, **kwargs)
 
     # -- the protocol ---------------------------------------------------------------------
     def logprobs(self, batch, routes=None):
@@ -114,8 +156,14 @@ class RayTrainer(TrainerBackend):
         return self._call("hf_state_dict")
 
     def hf_state_dict_ref(self) -> "ray.ObjectRef":
-        """``hf_state_dict()`` left in the object store (for ``RayRolloutPool.sync_weights``)."""
-        return self._actor.call.remote("hf_state_dict")
+        """``hf_state_dict()`` left in the object store (for ``RayRolloutPool.sync_weights``); waits until it
+        is there, so a dead actor raises TrainerActorDied here, not as an error inside the rollout's sync."""
+        if self._actor is None:
+            raise RuntimeError(f"RayTrainer is closed (trainer {self.name})")
+        ref = self._actor.call.remote("hf_state_dict")
+        ray.wait([ref], fetch_local=False)
+        self._ask("hf_state_dict", "ready")    # an error result means a dead actor: this raises it (no copy here)
+        return ref
 
     def state_dict(self) -> dict:
         return self._call("state_dict")
@@ -124,10 +172,10 @@ class RayTrainer(TrainerBackend):
         self._call("load_state_dict", state)
 
     def close(self) -> None:
-        """Kill the actor. Idempotent (Ray also kills it once this object is gone)."""
-        actor, self._actor = self._actor, None
+        """Kill the actor and free the kept model copy. Idempotent (Ray also kills it once this object is gone)."""
+        actor, self._actor, self._start = self._actor, None, None
         if actor is not None:
-            ray.kill(actor)
+            kill_actors([actor])
 
     # -- whatever else the wrapped trainer has ------------------------------------------------
     def __getattr__(self, name: str):
@@ -136,9 +184,9 @@ class RayTrainer(TrainerBackend):
             raise AttributeError(name)
         kinds = self.__dict__["_kinds"]
         if name not in kinds:                  # a remote hasattr, once per name
-            kinds[name] = ray.get(self._actor.kind.remote(name))
+            kinds[name] = self._ask(name, "kind", name)
         if kinds[name] is None:
             raise AttributeError(f"the {self.name} trainer has no attribute {name!r}")
         if kinds[name] == "method":
             return functools.partial(self._call, name)
-        return ray.get(self._actor.get.remote(name))      # a value: a fresh copy at every access
+        return self._ask(name, "get", name)     # a value: a fresh copy at every access
