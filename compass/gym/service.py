@@ -237,6 +237,10 @@ class RewardService:
             return {"verifiers": out, "requests": total, "throughput_per_s": total / span,
                     "workers": self.n_workers}
 
+    def worker_pids(self) -> list[int]:
+        """The process ids of the current workers (a dead one is listed until the dispatcher replaces it)."""
+        return [w.proc.pid for w in list(self._workers)]
+
     def close(self) -> None:
         """Score what was submitted (every task has a deadline, so this ends), then stop the workers."""
         with self._lock:
