@@ -18,10 +18,13 @@ BENCHMARKS = {
     "learning-efficiency": "compass.bench.learning_efficiency",
     "entropy-scale": "compass.bench.entropy_scale",
     "vs-trl": "compass.bench.vs_trl",
+    "length-balance": "compass.bench.length_balance",
+    "reward-overlap": "compass.bench.reward_overlap",
     "genrm": "compass.bench.genrm",
     "merge": "compass.bench.merge",
     "sft": "compass.bench.sft",
     "recipe": "compass.bench.recipe",
+    "detok": "compass.bench.detok",
 }
 
 

@@ -72,6 +72,9 @@ class RolloutConfig(StrictModel):
                                             description="with workers: what each rollout actor asks Ray for, and "
                                                         "its torch threads (default 1)")
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
+    max_batch_rows: int | None = Field(None, ge=1, description="native backend: decode at most this many rows at "
+                                                               "once (micro-batches, longest predicted first); "
+                                                               "None: a step's rows in one batch")
     detokenize_workers: int = Field(0, ge=0, description="0: the rollout backend decodes each completion; N: N "
                                                          "processes decode them (compass.rl.detokenize)")
 

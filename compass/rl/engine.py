@@ -140,6 +140,8 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     if backend in ("hf", "native"):
         options["record_routes"] = cfg.trainer.router_replay or is_moe(model.config)
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
+    if backend == "native" and cfg.rollout.max_batch_rows is not None:
+        options["max_batch_rows"] = cfg.rollout.max_batch_rows
     rollout = None
     metrics_log = MetricsLog(out_dir)
     try:
@@ -147,7 +149,8 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
             from compass.rl.rollout_ray import RayRolloutPool
             res = cfg.rollout.actor_resources
             rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers,
-                                     threads_per_worker=res.threads or 1, actor_options=res.ray_options(), **options)
+                                     threads_per_worker=res.threads or 1, actor_options=res.ray_options(),
+                                     partitioner=cfg.rollout.balance.partitioner, **options)
         else:
             rollout = get_rollout_backend(backend)(model, tok, **options)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
@@ -323,8 +326,8 @@ class _Loop:
                                     self.service, tok=self.tok, detok=self.detok,
                                     work=None if predicted is None else [n * x for x in predicted])
             groups, rewards, reasons, failures = out.groups, out.rewards, out.reasons, out.failures
-            timing["rollout"] += time.perf_counter() - t0 - out.scoring_inline_s - out.reward_tail_s
-            timing["reward"] += out.scoring_inline_s + out.reward_tail_s
+            timing["rollout"] += time.perf_counter() - t0 - out.reward_exposed_s
+            timing["reward"] += out.reward_exposed_s           # what generation did not hide
             counts["reward_tail_s"] += out.reward_tail_s
             self.observe_lengths(batch_prompts, groups, predicted, out.schedule, counts)
             counts["rounds"] += 1

@@ -40,6 +40,13 @@ class SamplingParams:
     max_new_tokens: int = 48
     temperature: float = 1.0
     seed: int = 0
+    # per prompt: its own token budget (<= max_new_tokens), e.g. per-task limits; None: max_new_tokens for all.
+    # The native backend honours it; others refuse it.
+    budgets: tuple[int, ...] | None = None
+    # per prompt: the random stream of its first sample (sample s draws from stream + s), so a prompt's samples
+    # are the same whichever batch, order or worker it goes to; None: p * n for prompt p of the call. Native only
+    # (others sample from their own generator).
+    streams: tuple[int, ...] | None = None
 
 
 @dataclass

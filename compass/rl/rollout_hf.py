@@ -25,6 +25,9 @@ class HfRollout(LocalModelRollout):
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        if sampling.budgets is not None:
+            raise ValueError("hf rollout: per-prompt budgets (sampling.budgets) are not supported; use the native "
+                             "backend")
         tok, model = self.tok, self.model
         pad, eos = tok.pad_token_id, tok.eos_token_id
         width = max(len(p) for p in prompt_ids)

