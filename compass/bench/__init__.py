@@ -20,6 +20,7 @@ BENCHMARKS = {
     "vs-trl": "compass.bench.vs_trl",
     "length-balance": "compass.bench.length_balance",
     "reward-overlap": "compass.bench.reward_overlap",
+    "system-ablation": "compass.bench.system_ablation",
     "genrm": "compass.bench.genrm",
     "merge": "compass.bench.merge",
     "sft": "compass.bench.sft",

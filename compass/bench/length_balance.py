@@ -17,7 +17,7 @@ Every step the same prompts and budgets go through each split, in a rotating ord
   (:class:`compass.rl.length_predict.LengthPredictor`, fed each step's real lengths);
 - ``oracle``: LPT on this visit's true lengths (what a perfect predictor would give).
 
-Measured per step: each actor's finish time (seconds from dispatch to its last sample, at the driver),
+Measured per step: each actor's finish time (seconds from dispatch to the end of its decode, as it reports it),
 ``idle_share`` (mean of ``1 - finish / makespan``), the makespan, and in tokens the split's heaviest worker
 over the perfect split of the true lengths (``makespan_over_ideal``). Steps of the first pass over the
 prompts (no history yet) are reported apart from the steady state the headline uses.
@@ -134,9 +134,9 @@ def summarize(r: dict, args) -> dict:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench length-balance", description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2, help="rollout actors (one torch thread each)")
-    ap.add_argument("--pool", type=int, default=64, help="distinct prompts, visited in shuffled passes")
-    ap.add_argument("--prompts", type=int, default=16, help="prompts per step")
-    ap.add_argument("--group", type=int, default=4, help="samples per prompt")
+    ap.add_argument("--pool", type=int, default=96, help="distinct prompts, visited in shuffled passes")
+    ap.add_argument("--prompts", type=int, default=32, help="prompts per step")
+    ap.add_argument("--group", type=int, default=8, help="samples per prompt")
     ap.add_argument("--steps", type=int, default=12, help="steps (the first pass over the pool has no history)")
     ap.add_argument("--max-tokens", type=int, default=384)
     ap.add_argument("--median", type=float, default=24.0, help="median of the prompts' mean lengths")

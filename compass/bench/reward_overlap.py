@@ -107,8 +107,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", type=int, default=2, help="rollout actors (one torch thread each)")
     ap.add_argument("--reward-workers", type=int, default=1,
                     help="reward service processes; 0: score in the controller")
-    ap.add_argument("--prompts", type=int, default=16)
-    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--prompts", type=int, default=32, help="prompts per step (as compass bench length-balance)")
+    ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=192)
     ap.add_argument("--median", type=float, default=24.0, help="median of the prompts' mean lengths (log-normal)")
     ap.add_argument("--sigma", type=float, default=1.0, help="log-normal sigma of the prompts' mean lengths")

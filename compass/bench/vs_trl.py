@@ -236,7 +236,8 @@ def run(args) -> dict:
                        trainer={"lr": args.lr})
         threads_seen.add(torch.get_num_threads())
         t0, c0 = time.perf_counter(), time.process_time()
-        res = train(ours_model, tok, plan[k], cfg, score_fn=score, desc="ours")
+        res = (train(ours_model, tok, plan[k], cfg, reward_service=service, desc="ours") if service is not None
+               else train(ours_model, tok, plan[k], cfg, score_fn=score, desc="ours"))
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         m = res.metrics[0]
         ours.append({"wall_s": wall, "cpu_s": cpu, "step_s": m["time_step_s"], "rollout_s": m["time_rollout_s"],
@@ -257,7 +258,14 @@ def run(args) -> dict:
             our_step(len(trl_step_s) - 1)
             self.mark, self.cpu_mark = time.perf_counter(), time.process_time()
 
-    with tempfile.TemporaryDirectory(prefix="vs-trl-") as out_dir, warnings.catch_warnings():
+    service = None
+    if args.reward_workers:      # our samples scored in these processes as they finish (started once, not timed)
+        from compass.gym.service import RewardService
+        service = RewardService(args.reward_workers, default_timeout_s=60)
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="vs-trl-") as out_dir, \
+            warnings.catch_warnings():
+        if service is not None:
+            stack.callback(service.close)
         warnings.simplefilter("ignore")
         trainer, config = make_trl_trainer(trl_model, tok, plan, args, probe, [Interleave()], out_dir)
         trl_values, matches = read_back_trl(trainer, config, tok, args)
@@ -343,6 +351,8 @@ def main(argv: list[str]) -> int:
                     help="our rollout backend (auto: native on this model)")
     ap.add_argument("--tasks", default="ifeval", help="world prompt tasks, comma-separated")
     ap.add_argument("--threads", type=int, default=2, help="torch threads, both sides")
+    ap.add_argument("--reward-workers", type=int, default=0,
+                    help="ours: score in this many reward-service processes as samples finish (0: in process)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true",
                     help="a seconds-long run for tests: small world, 2 prompts x 2 samples x 8 tokens, 1 timed step")

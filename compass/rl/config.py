@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from compass.config import StrictModel, moved_key_error
 
@@ -67,6 +67,9 @@ class RolloutConfig(StrictModel):
                                               "run the rollout backend on a share of the prompts "
                                               "(compass.rl.rollout_ray)")
     max_new_tokens: int = Field(48, ge=1)
+    max_new_tokens_by_task: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="a task's own token budget (at most max_new_tokens), e.g. short answers "
+                                          "for multiple choice; native backend only")
     temperature: float = Field(1.0, gt=0, description="sampling temperature; log-probs use the same")
     actor_resources: ActorResources = Field(default_factory=ActorResources,
                                             description="with workers: what each rollout actor asks Ray for, and "
@@ -75,8 +78,11 @@ class RolloutConfig(StrictModel):
     max_batch_rows: int | None = Field(None, ge=1, description="native backend: decode at most this many rows at "
                                                                "once (micro-batches, longest predicted first); "
                                                                "None: a step's rows in one batch")
-    detokenize_workers: int = Field(0, ge=0, description="0: the rollout backend decodes each completion; N: N "
-                                                         "processes decode them (compass.rl.detokenize)")
+    detokenize: Literal["backend", "controller", "processes"] = Field(
+        "backend", description="who turns completion ids into text: the rollout backend (in each Ray actor with "
+                               "rollout.workers), the controller in one process, or detokenize_workers processes "
+                               "(compass.rl.detokenize; paper §3.2.1)")
+    detokenize_workers: int = Field(2, ge=1, description="processes for detokenize: processes")
 
 
 class TrainerConfig(StrictModel):
@@ -157,6 +163,8 @@ class RewardConfig(StrictModel):
     workers: int = Field(0, ge=0, description="0: score in the trainer's process; N: stream samples to the gym's "
                                               "reward service with N worker processes")
     timeout_s: float = Field(30.0, gt=0, description="reward service: a sample scoring longer gets 0")
+    overlap: bool = Field(True, description="score each sample the moment it finishes, while the others generate "
+                                            "(paper §3.2.2); False: score after the whole batch is generated")
     pass_threshold: float = Field(0.5, ge=0, lt=1,
                                   description="a sample passes when its reward is above this (binary rewards: ==1)")
 

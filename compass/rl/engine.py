@@ -110,7 +110,7 @@ def _default_score() -> ScoreFn:
 
 def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: ScoreFn | None = None,
           log: logging.Logger | None = None, desc: str = "rl", out_dir=None, state_dir=None,
-          on_step: Callable[[int, dict, object], None] | None = None) -> RLResult:
+          on_step: Callable[[int, dict, object], None] | None = None, reward_service=None) -> RLResult:
     """Run ``cfg.steps`` RL steps on ``model`` in place; return metrics, rollouts and prompt stats.
 
     ``score_fn(verifier_json, response, reference) -> float`` defaults to
@@ -119,10 +119,16 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     ``out_dir``: where ``metrics.jsonl``, ``tensorboard/`` and ``plots/`` go (None: nowhere).
     ``state_dir``: where the RL state is saved every ``cfg.checkpoint_every`` steps; a run
     that finds a state there resumes from it. ``on_step(step, metrics_row, model)`` is called
-    after every step (held-out evaluation in benchmarks).
+    after every step (held-out evaluation in benchmarks). ``reward_service``: a running
+    ``compass.gym.service.RewardService`` to score with, owned (and closed) by the caller, e.g. one kept
+    across many short calls; it takes the place of ``cfg.reward.workers``.
     """
     service = None
-    if score_fn is None and cfg.reward.workers > 0:
+    if reward_service is not None:
+        if score_fn is not None:
+            raise ValueError("train: give score_fn or reward_service, not both")
+        service = reward_service
+    elif score_fn is None and cfg.reward.workers > 0:
         from compass.gym.service import RewardService
         service = RewardService(cfg.reward.workers, default_timeout_s=cfg.reward.timeout_s)
     if cfg.trainer.actor:
@@ -142,6 +148,14 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
     if backend == "native" and cfg.rollout.max_batch_rows is not None:
         options["max_batch_rows"] = cfg.rollout.max_batch_rows
+    if cfg.rollout.max_new_tokens_by_task and backend != "native":
+        raise ValueError(f"rollout.max_new_tokens_by_task needs the native backend, not {backend}")
+    if cfg.rollout.detokenize != "backend":
+        if backend not in ("hf", "native"):
+            raise ValueError(f"rollout.detokenize {cfg.rollout.detokenize!r} needs the hf or native backend "
+                             f"({backend} decodes its own text)")
+        options["detokenize"] = False
+    detok = None
     rollout = None
     metrics_log = MetricsLog(out_dir)
     try:
@@ -153,18 +167,24 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
                                      partitioner=cfg.rollout.balance.partitioner, **options)
         else:
             rollout = get_rollout_backend(backend)(model, tok, **options)
+        if cfg.rollout.detokenize == "processes":
+            from compass.rl.detokenize import DetokenizerPool
+            detok = DetokenizerPool(tok, cfg.rollout.detokenize_workers)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
                      log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
+        loop.detok = detok
         # the rollout sampled from the trainer's own weights in the trainer's precision: its log-probs are the
         # old policy's, so the recompute pass is skipped (the update's forward still measures the gap)
         loop.rollout_is_policy = same_policy and not cfg.trainer.router_replay
         return loop.run()
     finally:
         metrics_log.close()
+        if detok is not None:
+            detok.close()
         if rollout is not None:
             rollout.close()
         trainer.close()
-        if service is not None:
+        if service is not None and service is not reward_service:
             service.close()
 
 
@@ -221,7 +241,7 @@ class _Loop:
         bal = cfg.rollout.balance
         self.lengths = (LengthPredictor(cfg.rollout.max_new_tokens, decay=bal.decay, draft_tokens=bal.draft_tokens)
                         if bal.predict != "none" else None)
-        self.detok = None                  # a DetokenizerPool when rollout.detokenize_workers > 0 (see train)
+        self.detok = None                  # a DetokenizerPool with rollout.detokenize: processes (see train)
 
     def prefix(self, p: RLPrompt) -> list[int]:
         if p.id not in self.prefix_cache:
@@ -318,12 +338,15 @@ class _Loop:
             batch_prompts, skipped = self.draw(need)
             counts["prompts_skipped"] += skipped
             t0 = time.perf_counter()
-            sampling = SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                                      seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"])
+            T, by_task = cfg.rollout.max_new_tokens, cfg.rollout.max_new_tokens_by_task
+            sampling = SamplingParams(max_new_tokens=T, temperature=cfg.rollout.temperature,
+                                      seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"],
+                                      budgets=tuple(min(by_task.get(p.task, T), T) for p in batch_prompts)
+                                      if by_task else None)
             prompt_ids = [self.prefix(p) for p in batch_prompts]
             predicted = self.predict_lengths(batch_prompts, prompt_ids, sampling, counts)
             out = rollout_and_score(self.rollout, batch_prompts, prompt_ids, n, sampling, self.score_fn,
-                                    self.service, tok=self.tok, detok=self.detok,
+                                    self.service, tok=self.tok, detok=self.detok, overlap=cfg.reward.overlap,
                                     work=None if predicted is None else [n * x for x in predicted])
             groups, rewards, reasons, failures = out.groups, out.rewards, out.reasons, out.failures
             timing["rollout"] += time.perf_counter() - t0 - out.reward_exposed_s

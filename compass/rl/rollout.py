@@ -33,6 +33,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from compass.registry import Registry
+from compass.rl.detokenize import completion_text
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,8 @@ class LocalModelRollout(RolloutBackend):
 
     def completion(self, ids: list[int], logprobs, entropies, routes) -> "Completion":
         """A :class:`Completion` of sampled ``ids`` (cut after eos): text without eos/pad, int16 routes."""
-        eos, pad = self.tok.eos_token_id, self.tok.pad_token_id
-        return Completion(ids=ids, text=self.tok.decode([t for t in ids if t not in (eos, pad)]) if self.detokenize
-                          else None,
+        eos = self.tok.eos_token_id
+        return Completion(ids=ids, text=completion_text(self.tok, ids) if self.detokenize else None,
                           logprobs=np.asarray(logprobs, dtype=np.float32),
                           entropies=None if entropies is None else np.asarray(entropies, dtype=np.float32),
                           routes=None if routes is None else np.asarray(routes).astype(np.int16),

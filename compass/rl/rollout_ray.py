@@ -130,8 +130,10 @@ class _RolloutActor:
 
     def generate_samples(self, prompt_ids, n: int, sampling: SamplingParams):
         """A Ray streaming generator of the backend's lists of finished ``(prompt index, sample index,
-        completion)`` (one object per decode step that ended rows, not one per sample)."""
+        completion)`` (one object per decode step that ended rows, not one per sample), then ``{"end": wall
+        time}``: when this actor finished, which the driver, busy scoring, may learn later."""
         yield from self.backend.generate_samples(prompt_ids, n, sampling)
+        yield {"end": time.time()}
 
     def pid(self) -> int:
         return os.getpid()
@@ -212,7 +214,7 @@ class RayRolloutPool(RolloutBackend):
         per-actor finish seconds, makespan, idle shares and re-sent sample count."""
         if not self.actors:
             raise RuntimeError("RayRolloutPool is closed")
-        t0 = time.perf_counter()
+        t0, t0_wall = time.perf_counter(), time.time()
         self._dead: set[int] = set()
         pending: dict = {}            # generator -> (actor k, [(prompt index, [sample indices])] per local prompt)
         for k, (idx, shard_sampling) in enumerate(self.shards(prompt_ids, n, sampling, work)):
@@ -230,7 +232,6 @@ class RayRolloutPool(RolloutBackend):
                 ref = next(gen)
                 done = ray.get(ref)
             except StopIteration:
-                finish[k] = max(finish[k], time.perf_counter() - t0)
                 del pending[gen]
                 continue
             except ray.exceptions.RayActorError as e:
@@ -239,6 +240,9 @@ class RayRolloutPool(RolloutBackend):
                 lost = sorted((i, s) for i, ss in jobs for s in ss if (i, s) in missing)
                 resent += len(lost)
                 self._lost_actor(k, e, lost, prompt_ids, sampling, n, pending)
+                continue
+            if isinstance(done, dict):                 # the actor's own finish time (wall clock: same host or NTP)
+                finish[k] = max(finish[k], done["end"] - t0_wall)
                 continue
             out = []
             for li, s, c in done:

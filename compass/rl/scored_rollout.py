@@ -25,6 +25,7 @@ from typing import Sequence
 
 import torch
 
+from compass.rl.detokenize import completion_text
 from compass.rl.length_balance import longest_first
 
 
@@ -63,8 +64,9 @@ def _samples(rollout, prompt_ids, n, sampling, work):
 
 def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[int]], n: int, sampling,
                       score_fn, service, *, tok=None, work: Sequence[float] | None = None,
-                      detok=None) -> Scored:
-    """Generate ``n`` samples of each prompt and score each as it finishes; see the module docstring."""
+                      detok=None, overlap: bool = True) -> Scored:
+    """Generate ``n`` samples of each prompt and score each as it finishes (``overlap`` False: after the last
+    one); see the module docstring."""
     G = len(prompts)
     groups = [[None] * n for _ in range(G)]
     pending: list = [[None] * n for _ in range(G)]
@@ -72,11 +74,13 @@ def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[
     inline = 0.0
     batched = service is None and hasattr(score_fn, "score_group")
     t0 = time.perf_counter()
-    for done in _samples(rollout, prompt_ids, n, sampling, work):
+    stream = _samples(rollout, prompt_ids, n, sampling, work)
+    if not overlap:                                        # the whole batch first, then one pass of scoring
+        stream = [[x for done in stream for x in done]]
+    for done in stream:
         if any(c.text is None for _, _, c in done):
             texts = (detok.decode_many([c.ids for _, _, c in done]) if detok is not None
-                     else [tok.decode([t for t in c.ids if t not in (tok.eos_token_id, tok.pad_token_id)])
-                           for _, _, c in done])
+                     else [completion_text(tok, c.ids) for _, _, c in done])
             for (_, _, c), text in zip(done, texts):
                 c.text = text
         ts = time.perf_counter()
