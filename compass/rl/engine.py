@@ -265,6 +265,8 @@ class _Loop:
         self.rollouts = state["rollouts"]
         self.metrics.restore(state["metrics"])
         self.rollout_tokens = state["rollout_tokens"]
+        if self.lengths is not None:           # older states have none: predictions then start from the priors
+            self.lengths.load_state(state.get("lengths"))
         self.start = state["step"]
         torch.set_rng_state(state["torch_rng"])
         self.sync_rollout()
@@ -283,7 +285,8 @@ class _Loop:
                                     "beliefs": self.beliefs.state() if self.beliefs is not None else None,
                                     "group_size": self.group_size,
                                     "rollouts": self.rollouts, "metrics": self.metrics.rows,
-                                    "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state()})
+                                    "rollout_tokens": self.rollout_tokens, "torch_rng": torch.get_rng_state(),
+                                    "lengths": self.lengths.state() if self.lengths is not None else None})
 
     def sync_rollout(self) -> None:
         """The trainer's weights to the rollout; as a handle where the rollout takes one (Ray actor to actors)."""
