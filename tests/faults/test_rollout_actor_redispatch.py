@@ -65,31 +65,28 @@ def test_killed_actor_samples_resent_each_exactly_once(ray_up, model, tok):
         pool.close()
 
 
-def test_no_live_actor_left_is_one_infra_error_line(ray_up, model, tok):
-    ids = _ids(tok)
-    pool = RayRolloutPool("native", model, tok, workers=2)
-    timer, _ = _kill_when_busy(pool, [0, 1])
+def _error_of_a_killed_call(model, tok, victims: list[int], **pool_options) -> Exception:
+    """The error of one long ``generate`` whose ``victims`` actors are SIGKILLed mid-call; the pool closed."""
+    pool = RayRolloutPool("native", model, tok, workers=2, **pool_options)
+    timer, _ = _kill_when_busy(pool, victims)
     try:
         with pytest.raises(Exception) as e:
-            pool.generate(ids, 2, LONG)
+            pool.generate(_ids(tok), 2, LONG)
     finally:
         timer.join()
         pool.close()
-    msg = str(e.value)
-    assert "\n" not in msg and "rollout pool (native)" in msg and "no actor is left" in msg, msg
-    assert is_infra_error(e.value)
     assert pool.actors == []
+    return e.value
+
+
+def test_no_live_actor_left_is_one_infra_error_line(ray_up, model, tok):
+    err = _error_of_a_killed_call(model, tok, [0, 1])
+    msg = str(err)
+    assert "\n" not in msg and "rollout pool (native)" in msg and "no actor is left" in msg, msg
+    assert is_infra_error(err)
 
 
 def test_restarts_spent_is_one_infra_error_line(ray_up, model, tok):
-    ids = _ids(tok)
-    pool = RayRolloutPool("native", model, tok, workers=2, max_actor_restarts=0)
-    timer, _ = _kill_when_busy(pool, [1])
-    try:
-        with pytest.raises(Exception) as e:
-            pool.generate(ids, 2, LONG)
-    finally:
-        timer.join()
-        pool.close()
-    msg = str(e.value)
-    assert "\n" not in msg and "restarts are spent" in msg and is_infra_error(e.value), msg
+    err = _error_of_a_killed_call(model, tok, [1], max_actor_restarts=0)
+    msg = str(err)
+    assert "\n" not in msg and "restarts are spent" in msg and is_infra_error(err), msg
