@@ -78,6 +78,9 @@ class RolloutConfig(StrictModel):
     max_batch_rows: int | None = Field(None, ge=1, description="native backend: decode at most this many rows at "
                                                                "once (micro-batches, longest predicted first); "
                                                                "None: a step's rows in one batch")
+    quantization: Literal["fp8"] | None = Field(
+        None, description="vllm backend: fp8 = vLLM's quantization='fp8' (weights quantized on load and on every "
+                          "weight sync; paper §3.1.2). Needs a GPU with FP8 (H100); other backends refuse it")
     detokenize: Literal["backend", "controller", "processes"] = Field(
         "backend", description="who turns completion ids into text: the rollout backend (in each Ray actor with "
                                "rollout.workers), the controller in one process, or detokenize_workers processes "

@@ -123,6 +123,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     ``compass.gym.service.RewardService`` to score with, owned (and closed) by the caller, e.g. one kept
     across many short calls; it takes the place of ``cfg.reward.workers``.
     """
+    _check_rollout_options(cfg, resolve_rollout_backend(cfg.rollout.backend, model))   # before any process starts
     service = None
     if reward_service is not None:
         if score_fn is not None:
@@ -148,12 +149,9 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
     if backend == "native" and cfg.rollout.max_batch_rows is not None:
         options["max_batch_rows"] = cfg.rollout.max_batch_rows
-    if cfg.rollout.max_new_tokens_by_task and backend != "native":
-        raise ValueError(f"rollout.max_new_tokens_by_task needs the native backend, not {backend}")
+    if cfg.rollout.quantization is not None:
+        options["engine_kwargs"] = {"quantization": cfg.rollout.quantization}
     if cfg.rollout.detokenize != "backend":
-        if backend not in ("hf", "native"):
-            raise ValueError(f"rollout.detokenize {cfg.rollout.detokenize!r} needs the hf or native backend "
-                             f"({backend} decodes its own text)")
         options["detokenize"] = False
     detok = None
     rollout = None
@@ -186,6 +184,18 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         trainer.close()
         if service is not None and service is not reward_service:
             service.close()
+
+
+def _check_rollout_options(cfg: RLConfig, backend: str) -> None:
+    """Rollout settings only some backends honour: a clear error naming the setting, before anything starts."""
+    r = cfg.rollout
+    if r.quantization is not None and backend != "vllm":
+        raise ValueError(f"rollout.quantization {r.quantization!r} needs the vllm backend, not {backend}")
+    if r.max_new_tokens_by_task and backend != "native":
+        raise ValueError(f"rollout.max_new_tokens_by_task needs the native backend, not {backend}")
+    if r.detokenize != "backend" and backend not in ("hf", "native"):
+        raise ValueError(f"rollout.detokenize {r.detokenize!r} needs the hf or native backend ({backend} decodes "
+                         f"its own text)")
 
 
 def resolve_rollout_backend(name: str, model) -> str:

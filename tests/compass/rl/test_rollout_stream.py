@@ -111,3 +111,15 @@ def test_any_split_samples_the_same_completions(model, tok):
     one = be.generate([ids[1]], 1, SamplingParams(max_new_tokens=14, seed=9, streams=(3,)))   # sample 1 of prompt 1
     assert one[0][0].ids == whole[1][1]
     assert [[c.ids for c in g] for g in be.generate(ids, 2, SamplingParams(max_new_tokens=14, seed=10))] != whole
+
+
+@pytest.mark.parametrize("rollout, message", [
+    ({"quantization": "fp8"}, "rollout.quantization 'fp8' needs the vllm backend, not native"),
+    ({"backend": "hf", "max_new_tokens_by_task": {"a": 3}}, "max_new_tokens_by_task needs the native backend"),
+    ({"backend": "vllm", "detokenize": "controller"}, "rollout.detokenize 'controller' needs the hf or native"),
+])
+def test_backend_only_settings_refused_before_anything_starts(model, tok, rollout, message):
+    from compass.rl.config import RLConfig
+    from compass.rl.engine import train
+    with pytest.raises(ValueError, match=message):
+        train(model, tok, [], RLConfig(rollout=rollout))
