@@ -65,11 +65,10 @@ def test_trainer_actor_killed(ray_up, model, tok, prompts):
 # -- the trainer actor killed inside an RL run -----------------------------------------------------------
 
 RL_PROMPTS = [RLPrompt(f"p{i}", t, "x", json.dumps({"type": "test"}), "math", "a") for i, t in enumerate(RL_TEXTS)]
-# one rollout actor (its weights come from the trainer actor by reference) and the trainer in an actor;
-# balance.predict none: the rollout's length history is not part of the saved RL state, so the exact comparison
-# with an uninterrupted run must not depend on it (docs/rl_ray.md, Limits)
+# one rollout actor (its weights come from the trainer actor by reference) and the trainer in an actor; the
+# rollout's length history is part of the saved RL state, so the resumed run splits as the uninterrupted one
 RUN = RLConfig(steps=4, sampling={"prompts_per_step": 3, "group_size": 2}, trainer={"lr": 1e-2, "actor": True},
-               rollout={"max_new_tokens": 6, "workers": 1, "balance": {"predict": "none"}})
+               rollout={"max_new_tokens": 6, "workers": 1})
 LOG = "compass.rl.fault_test"
 
 
