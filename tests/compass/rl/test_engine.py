@@ -91,21 +91,31 @@ def test_dapo_dynamic_sampling_pays_for_the_groups_it_drops(tok):
     assert any(m["sampling_rounds"] > 1 for m in res.metrics)
 
 
+def plant_near_tie_routers(model, seed: int = 0, spread: float = 1e-4):
+    """Make every router's expert rows equal but for a relative ``spread`` far below bf16's resolution
+    (2**-8): an fp32 forward ranks the experts by that spread, a bf16 one sees ties, so routes flip on any
+    CPU. Without it, whether a random tiny model flips a route under bf16 depends on the machine's
+    rounding (issue 30: no flip on another 2-core machine)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            w = layer.mlp.gate.weight                           # [num_experts, hidden]
+            row = w[0].clone()
+            w.copy_(row * (1 + spread * torch.randn(w.shape, generator=g)))
+    return model
+
+
 def test_router_replay_shrinks_the_bf16_rollout_gap_and_sinks_write_jsonl_tensorboard_png(tok, tmp_path):
-    model = build_model(ModelConfig(), tok, seed=4)
+    model = plant_near_tie_routers(build_model(ModelConfig(), tok, seed=4))
     cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4},
                    rollout={"max_new_tokens": 12, "dtype": "bfloat16"}, trainer={"router_replay": True})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted(), out_dir=tmp_path)
     for m in res.metrics:
-        assert 0.0 < m["routing_agreement"] <= 1.0
-        # replay removes the part of the gap that routing flips cause; with no flip there is nothing to remove
-        if m["routing_agreement"] < 1.0:
-            assert 0 < m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
-        else:
-            assert 0 < m["logp_gap_mean"] == pytest.approx(m["logp_gap_mean_no_replay"]), m
+        # the planted near-ties flip routes under bf16 on every step; replay removes the gap they cause
+        assert 0.0 < m["routing_agreement"] < 1.0, m
+        assert 0 < m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
         assert m["logp_gap_max"] >= m["logp_gap_p99"] >= 0
         assert min(m["time_old_logp_s"], m["time_update_s"], m["time_sync_s"]) >= 0 and m["tokens_per_s"] > 0
-    assert any(m["routing_agreement"] < 1.0 for m in res.metrics)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [0, 1]
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
@@ -170,17 +180,16 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
 
 
 def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(tok):
-    model = build_model(ModelConfig(), tok, seed=6)
+    model = plant_near_tie_routers(build_model(ModelConfig(), tok, seed=6))
     before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4},
                    rollout={"max_new_tokens": 8, "dtype": "bfloat16"},
                    trainer={"lr": 1e-3, "backend": "megatron", "router_replay": True})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     for m in res.metrics:
-        assert m["updated"] == 1.0 and 0.0 < m["routing_agreement"] <= 1.0
-        # strictly smaller when some route flipped; equal when none did (nothing for replay to remove)
-        assert m["logp_gap_mean"] < m["logp_gap_mean_no_replay"] or (
-            m["routing_agreement"] == 1.0 and m["logp_gap_mean"] == pytest.approx(m["logp_gap_mean_no_replay"]))
+        # planted near-tie routers: routes flip under bf16 on every step, and replay shrinks the gap
+        assert m["updated"] == 1.0 and 0.0 < m["routing_agreement"] < 1.0, m
+        assert m["logp_gap_mean"] < m["logp_gap_mean_no_replay"], m
     # the HF policy the stage saves holds the megatron-trained weights
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
