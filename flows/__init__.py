@@ -8,6 +8,8 @@ from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Prefect waits 20 s for its temporary server; a slow or busy machine needs longer (flows/prefect_api.py).
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 # Stage logs use plain logging under "compass"; this sends them to the run's Prefect logs too
 # (from INFO: the DEBUG records compass.logs keeps for the run's log file stay out of the API).
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "compass")

@@ -9,6 +9,7 @@ outputs to their own store (``tmp_path``) or use names that do not collide.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,57 @@ from tests.helpers import small_world_config
 from tests.s3_server import S3Server, find_weed, start_s3_server
 
 os.environ.setdefault("COMPASS_PROGRESS", "0")
+
+# -- isolation: each test process its own folders; two workers on one machine (pytest-xdist) ----------------
+# Each pytest process (an xdist worker, or the one process without xdist) gets its own Prefect home,
+# resumable-state, log, cache and Ray folders for this run, so no two tests share a SQLite database or a
+# half-finished stage run, and nothing lands in the checkout or the user's cache. Under xdist, torch and
+# the BLAS use one thread per worker (two workers on two cores: more threads only fight). Set before
+# any test module imports torch or Prefect.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_RUN = (os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:8]
+_OWN = Path(os.environ.get("TMPDIR", "/tmp")) / f"compass-tests-{os.getuid()}" / f"{_RUN}-{WORKER or 'main'}"
+for _var, _sub in (("PREFECT_HOME", "prefect"), ("COMPASS_STATE_DIR", "state"), ("COMPASS_LOG_DIR", "logs"),
+                   ("COMPASS_CACHE", "cache")):
+    os.environ[_var] = str(_OWN / _sub)
+os.environ["COMPASS_RAY_TMP"] = f"/tmp/cr-{os.getuid()}-{_RUN}-{WORKER or 'main'}"    # short: Ray's socket paths
+if WORKER:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_var] = "1"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_folders_removed():
+    yield
+    import shutil
+    shutil.rmtree(_OWN, ignore_errors=True)
+    shutil.rmtree(os.environ["COMPASS_RAY_TMP"], ignore_errors=True)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: starts a local Ray (in-process or in a subprocess); under xdist "
+                                       "all such modules run on one worker, one after another")
+
+
+@pytest.hookimpl(tryfirst=True)     # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup``: a module's tests stay on one worker (its module fixtures are built once),
+    and every module marked ``ray`` goes to the same group, since two local Ray clusters on one machine
+    contend for Ray's fixed agent ports."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _ray_only_where_marked(request):
+    """A test that leaves Ray running in this process must be in a module marked ``ray`` (see above)."""
+    yield
+    ray = sys.modules.get("ray")
+    if WORKER and ray is not None and not request.node.get_closest_marker("ray") and ray.is_initialized():
+        pytest.fail(f"{request.node.nodeid} started Ray but its module is not marked `pytest.mark.ray`")
 
 
 @dataclass(frozen=True)

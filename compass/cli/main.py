@@ -41,20 +41,31 @@ def cmd_run(args) -> int:
         cfg.store = args.store
     from compass.cli.artifacts import CLIError, parse_store_options
     from compass.dag.run_plan import make_run_plan
+    import flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
+    from flows.prefect_api import PrefectStartError, ensure_prefect_api
     try:
         if args.store_option:
             cfg.store_options = {**cfg.store_options, **parse_store_options(args.store_option)}
         if cfg.store_options.get("credentials_block"):
+            ensure_prefect_api()
             from flows.credentials import apply_credentials_block
             apply_credentials_block(cfg.store_options)      # a Prefect Secret block -> this process's env
         make_run_plan(cfg, args.from_artifact, args.until)  # bad --from-artifact / --until: one line, no flow
         probe_store(cfg.store, cfg.store_options)           # no credentials, no endpoint: one line, no flow
+    except PrefectStartError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except (CLIError, ArtifactError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     # the console keeps third-party INFO out unless --verbose; the run's log file gets everything
     log_path = setup_logging(verbose=args.verbose, log_file=new_log_file("run"))
-    import flows  # noqa: F401  (sets Prefect defaults before Prefect is imported)
+    try:
+        ensure_prefect_api()        # a slow start waits and retries; a failed one is one line
+    except PrefectStartError as e:
+        print(f"error: {e}", file=sys.stderr)
+        print(f"full log: {log_path}", file=sys.stderr)
+        return 1
     from flows.pipeline import pipeline_flow
 
     t0 = time.perf_counter()

@@ -50,9 +50,10 @@ def compass_env(tmp: Path) -> dict:
     return env
 
 
-def compass(args: list[str], tmp: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=REPO, env=compass_env(tmp),
-                          capture_output=True, text=True, **kw)
+def compass(args: list[str], tmp: Path, check: bool = True, env_extra: dict | None = None,
+            **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=REPO,
+                          env={**compass_env(tmp), **(env_extra or {})}, capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"compass {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-5000:]}")

@@ -28,7 +28,7 @@ from tests.compass.rl.test_ray import model, prompts, ray_up, tok  # noqa: F401 
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def test_trainer_actor_killed(ray_up, model, tok, prompts):

@@ -18,7 +18,7 @@ from tests.compass.rl.test_ray import model, ray_up, tok  # noqa: F401  (a loopb
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 TEXTS = ["1+1=?", "What is 12 times 7?", "Sort 3, 1, 2.", "hi", "Name a prime number."] * 40
 LONG = SamplingParams(max_new_tokens=400, temperature=1.0, seed=3)   # long enough to be caught generating

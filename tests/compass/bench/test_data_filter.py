@@ -7,6 +7,8 @@ import pytest
 
 from compass.bench import data_filter as bench
 
+pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
+
 
 @pytest.mark.slow
 def test_streaming_throughput_and_memory(capsys, tmp_path):

@@ -67,8 +67,8 @@ def test_code_infinite_loop_times_out_and_earlier_tests_count():
 def test_code_forked_children_die_and_do_not_hold_the_verdict():
     prog = ("import os, time\ndef f(n):\n    return n\nif os.fork() == 0:\n    time.sleep(60)\n")
     t = time.monotonic()
-    assert score(code_spec("assert f(3) == 3", timeout_s=3), prog, "") == 1.0
-    assert time.monotonic() - t < 2.5
+    assert score(code_spec("assert f(3) == 3", timeout_s=30), prog, "") == 1.0
+    assert time.monotonic() - t < 20                      # the verdict did not wait for the 60 s child
 
 
 def test_code_printed_verdicts_earn_nothing():

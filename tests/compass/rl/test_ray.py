@@ -26,6 +26,8 @@ from compass.rl.trainer_torch import TorchTrainer
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
+pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
+
 TEXTS = ["1+1=?", "Name three prime numbers below twenty, then add them.", "hi",
          "What is 12 times 7?", "Sort 3, 1, 2."]                  # different lengths: LPT has work to do
 N = 2

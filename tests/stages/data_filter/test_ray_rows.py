@@ -14,6 +14,8 @@ from stages.data_filter.ray_rows import _pair, pieces
 from stages.data_filter.row_work import Features, from_arrow, to_arrow
 from tests.helpers import commit_artifact
 
+pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
+
 
 @pytest.fixture
 def ray_up():

@@ -10,6 +10,8 @@ from compass.store.store import ArtifactStore
 from stages.evaluation import stage as evaluation
 from stages.evaluation.config import EvalConfig
 
+pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
+
 FAST = dict(max_new_tokens=12)
 
 
