@@ -50,13 +50,15 @@ install-vllm: $(VLLM_VENV)/.installed
 run: install
 	$(BIN)/compass run
 
-# pytest exits 5 when it collects no test: that is a failure of the suite, not of make.
+# Two pytest-xdist workers; a module's tests stay together and every Ray module shares one worker
+# (tests/conftest.py, docs/testing.md). pytest exits 5 when it collects no test: a failure, not a pass.
+PYTEST := COMPASS_PROGRESS=0 $(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder
 test: install-test
-	COMPASS_PROGRESS=0 $(BIN)/python -m pytest -q -rs; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+	$(PYTEST) -q -rs; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 # Inner loop: everything but whole-pipeline and server tests.
 test-fast: install-test
-	COMPASS_PROGRESS=0 $(BIN)/python -m pytest -q -x -m "not slow"
+	$(PYTEST) -q -x -m "not slow"
 
 # Re-pin every package to what .venv holds now (after changing dependencies and passing the tests).
 lock: install-test

@@ -33,6 +33,7 @@ _OWN = Path(os.environ.get("TMPDIR", "/tmp")) / f"compass-tests-{os.getuid()}" /
 for _var, _sub in (("PREFECT_HOME", "prefect"), ("COMPASS_STATE_DIR", "state"), ("COMPASS_LOG_DIR", "logs"),
                    ("COMPASS_CACHE", "cache")):
     os.environ[_var] = str(_OWN / _sub)
+    (_OWN / _sub).mkdir(parents=True, exist_ok=True)
 os.environ["COMPASS_RAY_TMP"] = f"/tmp/cr-{os.getuid()}-{_RUN}-{WORKER or 'main'}"    # short: Ray's socket paths
 if WORKER:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -56,20 +57,30 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup``: a module's tests stay on one worker (its module fixtures are built once),
     and every module marked ``ray`` goes to the same group, since two local Ray clusters on one machine
-    contend for Ray's fixed agent ports."""
+    contend for Ray's fixed agent ports.
+
+    The longest work is handed out first (with ``--no-loadscope-reorder`` xdist keeps this order): the Ray
+    group, then the modules marked ``slow`` (whole pipelines, servers, faults), then the rest, so the two
+    workers finish together rather than one waiting on a late pipeline test."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue
         group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda it: 0 if it.get_closest_marker("ray") else 1 if it.get_closest_marker("slow") else 2)
+
+
+def _ray_up() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 @pytest.fixture(autouse=True)
 def _ray_only_where_marked(request):
-    """A test that leaves Ray running in this process must be in a module marked ``ray`` (see above)."""
+    """A test that starts Ray in this process must be in a module marked ``ray`` (see above)."""
+    was_up = _ray_up()
     yield
-    ray = sys.modules.get("ray")
-    if WORKER and ray is not None and not request.node.get_closest_marker("ray") and ray.is_initialized():
+    if not was_up and _ray_up() and not request.node.get_closest_marker("ray"):
         pytest.fail(f"{request.node.nodeid} started Ray but its module is not marked `pytest.mark.ray`")
 
 

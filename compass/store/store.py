@@ -48,7 +48,7 @@ def manifest_problem(m: Manifest, kind: str, name: str, version: str) -> str | N
     points at files outside its own version directory (a hand-edited or foreign manifest)."""
     if (m.kind, m.name, m.version) != (kind, name, version):
         return f"it describes {m.kind}/{m.name}/{m.version}"
-    if "/" in m.payload_dir or _bad_relpath(m.payload_dir):
+    if "/" in m.payload_dir or _bad_relpath(m.payload_dir) or m.payload_dir == MANIFEST_FILE:
         return f"payload_dir {m.payload_dir[:80]!r} is not a folder name"
     for f in m.files:
         if _bad_relpath(f.path):

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, strategies as st
 
 from artifacts_schema import SchemaError
@@ -79,3 +80,13 @@ def test_mutated_manifest_loads_or_is_refused(data):
             except (KeyError, IndexError, TypeError, ValueError):
                 pass  # an earlier mutation removed the path
         _load_and_read(store, json.dumps(doc).encode())
+
+
+def test_a_payload_dir_naming_the_manifest_is_refused():
+    """Found by the fuzzer above (issue 30's runs): payload_dir "manifest.json" made reads open
+    ``…/manifest.json/data.parquet`` and fail with NotADirectoryError."""
+    with tempfile.TemporaryDirectory() as d:
+        store, _, good = _store_with_one_artifact(Path(d))
+        _load_and_read(store, json.dumps({**good, "payload_dir": "manifest.json"}).encode())
+        with pytest.raises(ArtifactError, match="payload_dir 'manifest.json' is not a folder name"):
+            store.get("quarantine", "q", "v1")
