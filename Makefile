@@ -54,7 +54,7 @@ run: install
 # (tests/conftest.py, docs/testing.md). pytest exits 5 when it collects no test: a failure, not a pass.
 PYTEST := COMPASS_PROGRESS=0 $(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder
 test: install-test
-	$(PYTEST) -q -rs; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+	$(PYTEST) -q -rs --durations=20; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 # Inner loop: everything but whole-pipeline and server tests.
 test-fast: install-test
