@@ -27,9 +27,9 @@ class PrefectStartError(RuntimeError):
 def start_timeout_s() -> int:
     raw = os.environ.get(TIMEOUT_ENV, str(DEFAULT_START_TIMEOUT_S))
     try:
-        value = int(float(raw))
+        value = int(raw)                        # Prefect's own setting is an int: "1.5" would fail there
     except ValueError:
-        raise PrefectStartError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+        raise PrefectStartError(f"{TIMEOUT_ENV}={raw!r} is not a whole number of seconds") from None
     if value <= 0:
         raise PrefectStartError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
     return value

@@ -76,4 +76,4 @@ def test_a_bad_timeout_setting_is_named(e2e_tmp: Path):
     proc = compass(["run", "--config", str(cfg), "--until", "world"], e2e_tmp, check=False,
                    env_extra={"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "soon"})
     assert proc.returncode == 1
-    assert "error: PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS='soon' is not a number" in proc.stderr
+    assert "error: PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS='soon' is not a whole number" in proc.stderr
