@@ -52,6 +52,7 @@ def cmd_run(args) -> int:
             apply_credentials_block(cfg.store_options)      # a Prefect Secret block -> this process's env
         make_run_plan(cfg, args.from_artifact, args.until)  # bad --from-artifact / --until: one line, no flow
         probe_store(cfg.store, cfg.store_options)           # no credentials, no endpoint: one line, no flow
+        ensure_prefect_api()    # after the usage checks; a slow start waits and retries, a failed one is one line
     except PrefectStartError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -60,12 +61,6 @@ def cmd_run(args) -> int:
         return 2
     # the console keeps third-party INFO out unless --verbose; the run's log file gets everything
     log_path = setup_logging(verbose=args.verbose, log_file=new_log_file("run"))
-    try:
-        ensure_prefect_api()        # a slow start waits and retries; a failed one is one line
-    except PrefectStartError as e:
-        print(f"error: {e}", file=sys.stderr)
-        print(f"full log: {log_path}", file=sys.stderr)
-        return 1
     from flows.pipeline import pipeline_flow
 
     t0 = time.perf_counter()
