@@ -7,6 +7,13 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
+# Prefect makes its home without parents (a warning), and its temporary server then cannot open its SQLite
+# database and hangs instead of exiting: make the whole path first. A path that cannot be made is
+# reported by flows.prefect_api in one line.
+try:
+    Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Prefect waits 20 s for its temporary server; a slow or busy machine needs longer (flows/prefect_api.py).
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")

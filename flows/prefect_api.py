@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
 DEFAULT_START_TIMEOUT_S = 120
@@ -35,6 +36,20 @@ def start_timeout_s() -> int:
     return value
 
 
+def _check_home() -> None:
+    """PREFECT_HOME exists as a writable folder (made with its parents if missing): without one the
+    temporary server fails to open its SQLite database and hangs rather than exits, so the run would
+    wait out every start's timeout before failing."""
+    home = Path(os.environ.get("PREFECT_HOME", "~/.prefect")).expanduser()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PrefectStartError(f"PREFECT_HOME={home} cannot be made ({e.strerror or e}); set PREFECT_HOME to "
+                                f"a writable folder") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise PrefectStartError(f"PREFECT_HOME={home} is not writable; set PREFECT_HOME to a writable folder")
+
+
 def ensure_prefect_api() -> str:
     """The API URL this process's flows will use; starts Prefect's temporary server when none is set.
 
@@ -47,6 +62,7 @@ def ensure_prefect_api() -> str:
     url = PREFECT_API_URL.value()
     if url:
         return url
+    _check_home()
     from prefect.server.api.server import SubprocessASGIServer
     why = ""
     for attempt in range(1, ATTEMPTS + 1):

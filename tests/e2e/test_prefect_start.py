@@ -77,3 +77,29 @@ def test_a_bad_timeout_setting_is_named(e2e_tmp: Path):
                    env_extra={"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "soon"})
     assert proc.returncode == 1
     assert "error: PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS='soon' is not a whole number" in proc.stderr
+
+
+def test_a_prefect_home_whose_parents_do_not_exist_is_made(e2e_tmp: Path):
+    """Every folder the run's environment names lies under a folder that does not exist yet (as in the
+    served-UI tests' `cli` folder): Prefect itself makes its home without parents, and its server then
+    hung on an unopenable SQLite file until both starts timed out (a CI failure)."""
+    cfg = write_config(e2e_tmp / "c.yaml", str(e2e_tmp / "store"))
+    fresh = e2e_tmp / "not" / "yet"
+    proc = compass(["run", "--config", str(cfg), "--until", "world", "--json"], fresh, check=False,
+                   env_extra={"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60"}, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (fresh / "prefect-home" / "prefect.db").is_file()
+    assert "starting it again" not in proc.stderr
+    assert {s["run_name"]: s["status"] for s in last_json(proc.stdout)["stages"]} == {"world": "ran"}
+
+
+def test_a_prefect_home_that_cannot_be_made_is_named_at_once(e2e_tmp: Path):
+    blocker = e2e_tmp / "a-file"
+    blocker.write_text("not a folder")
+    cfg = write_config(e2e_tmp / "c.yaml", str(e2e_tmp / "store"))
+    proc = compass(["run", "--config", str(cfg), "--until", "world"], e2e_tmp, check=False,
+                   env_extra={"PREFECT_HOME": str(blocker / "prefect-home")}, timeout=100)  # not 2 × 120 s
+    assert proc.returncode == 1
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and f"PREFECT_HOME={blocker / 'prefect-home'} cannot be made" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
