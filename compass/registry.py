@@ -33,17 +33,16 @@ class Registry(dict):
             return fn
         return deco
 
-    def lookup_in_module(self, name: str, module_prefix: str) -> Callable:
-        """``lookup(name)`` after importing only ``module_prefix + name`` (entries that live in their
-        own, possibly heavy, module: e.g. ``compass.rl.trainer_megatron``). A missing module is an
-        unknown name, not an import error."""
+    def lookup_in_module(self, name: str, modules: dict[str, str]) -> Callable:
+        """``lookup(name)`` after importing only ``modules[name]``, the module that registers ``name``
+        (entries that live in their own, possibly heavy, module: e.g. the Megatron trainer). An unknown
+        name lists every name ``modules`` offers."""
+        if name not in self and name in modules:
+            importlib.import_module(modules[name])
         if name not in self:
-            try:
-                importlib.import_module(module_prefix + name)
-            except ModuleNotFoundError as e:
-                if e.name != module_prefix + name:
-                    raise
-        return self.lookup(name)
+            known = sorted(set(self) | set(modules))
+            raise ValueError(f"unknown {self.what} '{name}' (known: {', '.join(known)})")
+        return self[name]
 
     def lookup(self, name: str) -> Callable:
         try:

@@ -18,7 +18,7 @@ import random
 import statistics
 import time
 
-from compass.rl.detokenize import DetokenizerPool, completion_text
+from compass.rl.rollout.detokenize import DetokenizerPool, completion_text
 
 
 def world_tokenizer_and_texts(quick: bool):

@@ -1,5 +1,5 @@
 """``compass bench entropy-scale``: the token entropies of a policy's rollouts, and the RL-ZVP and ESPO α
-they call for (the rules: :mod:`compass.rl.entropy_scale`; the numbers: docs/rl.md, "α for this project").
+they call for (the rules: :mod:`compass.rl.algos.entropy_scale`; the numbers: docs/rl.md, "α for this project").
 
 Two starts:
 
@@ -40,7 +40,7 @@ def _bench_start(cache: Path, regime: str, log: logging.Logger):
 
 def _pipeline_start(store_root: str, checkpoint: str, prompts: str, split: str):
     from compass.lm.model_factory import load_checkpoint
-    from compass.rl.data import is_reasoning_prompt, prompts_from_table
+    from compass.rl.sampling.prompt_data import is_reasoning_prompt, prompts_from_table
     from compass.store.store import ArtifactStore
     store = ArtifactStore(store_root)
     ckpt = store.get("checkpoint", checkpoint)
@@ -76,7 +76,7 @@ def rl_check(load, prompts, zvp_alpha: float, espo_alpha: float, *, steps: int, 
 
 
 def main(argv: list[str]) -> int:
-    from compass.rl.entropy_scale import entropy_stats, sample_entropies
+    from compass.rl.algos.entropy_scale import entropy_stats, sample_entropies
     ap = argparse.ArgumentParser(prog="compass bench entropy-scale", description=__doc__.splitlines()[0])
     ap.add_argument("--start", choices=("bench", "pipeline"), default="bench")
     ap.add_argument("--store", default="./artifacts", help="pipeline: the artifact store")

@@ -6,7 +6,7 @@ multiple choice) goes into a temporary store with a base checkpoint, and the rea
 ``genrm`` stage runs on it: warm start on programmatic judgements, GRPO on verdict
 correctness, the BT baseline from the same base on the same training pairs, both judged
 on the held-out pairs (by a hash of the id) in both orders, and advantage flips counted
-on the held-out pairs as GRPO groups (``compass.rl.advantage_flips``).
+on the held-out pairs as GRPO groups (``compass.rl.algos.advantage_flips``).
 
 ``--base random`` starts from the world's random init (what the tiny pipeline gives the
 stage); ``--base sft`` first runs ``--sft-steps`` of SFT on the world's SFT rows (a

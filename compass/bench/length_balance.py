@@ -1,6 +1,6 @@
 """Length-predicted rollout balancing (paper §3.1.1) on a long-tailed length mix: worker idle share and makespan.
 
-Real parts: the world's tiny model, a :class:`compass.rl.rollout_ray.RayRolloutPool` of ``--workers`` Ray
+Real parts: the world's tiny model, a :class:`compass.rl.rollout.ray_pool.RayRolloutPool` of ``--workers`` Ray
 actors (one torch thread each) running the ``native`` decoder, each actor streaming its samples back as
 they finish. What this machine cannot supply is a policy whose answers are long for some prompts and short
 for others (the tiny random model almost never samples eos), so the workload sets it: prompt ``i`` has a
@@ -14,7 +14,7 @@ Every step the same prompts and budgets go through each split, in a rotating ord
 - ``round_robin``: prompt ``i`` to worker ``i mod W`` (no length knowledge);
 - ``prompt_length``: LPT on ``n x (prompt tokens + max_new_tokens)`` (the split before this bench);
 - ``history_lpt`` / ``history_kk``: LPT / Karmarkar-Karp on ``n x`` the history predictor's length
-  (:class:`compass.rl.length_predict.LengthPredictor`, fed each step's real lengths);
+  (:class:`compass.rl.sampling.length_predict.LengthPredictor`, fed each step's real lengths);
 - ``oracle``: LPT on this visit's true lengths (what a perfect predictor would give).
 
 Measured per step: each actor's finish time (seconds from dispatch to the end of its decode, as it reports it),
@@ -49,10 +49,10 @@ def run(args) -> dict:
 
     from compass.bench.vs_trl import build_setup
     from compass.lm.chat import chat_prefix
-    from compass.rl.length_balance import schedule_metrics, split_quality
-    from compass.rl.length_predict import LengthPredictor, prediction_error
-    from compass.rl.rollout import SamplingParams
-    from compass.rl.rollout_ray import RayRolloutPool, plan_shards
+    from compass.rl.sampling.length_balance import schedule_metrics, split_quality
+    from compass.rl.sampling.length_predict import LengthPredictor, prediction_error
+    from compass.rl.rollout.base import SamplingParams
+    from compass.rl.rollout.ray_pool import RayRolloutPool, plan_shards
 
     torch.set_num_threads(1)
     model, tok, prompts, _ = build_setup(["ifeval"], args.quick, args.seed)

@@ -2,7 +2,7 @@
 
 Real parts: the world's tiny model and its ``ifeval`` prompts (their rule checks, language detection most
 of all, are the costliest world reward: a quarter of our RL step in ``compass bench vs-trl``), a
-:class:`compass.rl.rollout_ray.RayRolloutPool` of ``--workers`` actors running the ``native`` decoder, and
+:class:`compass.rl.rollout.ray_pool.RayRolloutPool` of ``--workers`` actors running the ``native`` decoder, and
 the gym's scoring, either in the controller or in the reward service's ``--reward-workers`` processes.
 
 Lengths: the tiny random model almost never samples eos, so every sample would end at the token cap, all at
@@ -14,7 +14,7 @@ Each step runs twice on the same prompts and seed (so the same samples), in alte
 
 - **after**: ``pool.generate`` returns every sample, then they are scored (the reward service gets them
   all at once and is waited on). Its scoring wall time is the reward time ``R`` a non-overlapped step pays;
-- **streamed**: :func:`compass.rl.scored_rollout.rollout_and_score`: each sample goes to the scorer the
+- **streamed**: :func:`compass.rl.rollout.scored.rollout_and_score`: each sample goes to the scorer the
   moment its actor's decoder ends it, while the actors go on. Its exposed reward time ``E`` is what ran
   past the last actor's finish.
 
@@ -39,9 +39,9 @@ def run(args) -> dict:
     from compass.gym.instructions.text import _detect_cached
     from compass.gym.score import judge
     from compass.lm.chat import chat_prefix
-    from compass.rl.rollout import SamplingParams
-    from compass.rl.rollout_ray import RayRolloutPool
-    from compass.rl.scored_rollout import rollout_and_score, scored
+    from compass.rl.rollout.base import SamplingParams
+    from compass.rl.rollout.ray_pool import RayRolloutPool
+    from compass.rl.rollout.scored import rollout_and_score, scored
 
     torch.set_num_threads(1)
     model, tok, prompts, _ = build_setup(["ifeval"], args.quick, args.seed)

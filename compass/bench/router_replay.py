@@ -125,9 +125,9 @@ def vllm_rollout(policy, tok, prompts: list[str], n: int, max_new_tokens: int, s
     try:
         import importlib
 
-        from compass.rl.rollout import ROLLOUT_BACKENDS, SamplingParams
+        from compass.rl.rollout.base import ROLLOUT_BACKENDS, SamplingParams
         if "vllm" not in ROLLOUT_BACKENDS:
-            importlib.import_module("compass.rl.rollout_vllm")
+            importlib.import_module("compass.rl.rollout.vllm_client")
         factory = ROLLOUT_BACKENDS["vllm"]
     except Exception as e:  # noqa: BLE001 - any failure means: no vLLM row
         return None, f"no vllm rollout backend ({type(e).__name__}: {e})"
@@ -174,7 +174,7 @@ def _stats(x: np.ndarray) -> dict:
 def measure(policy, rows: list[dict], pad_id: int, chunk: int = 32) -> dict:
     """Trainer log-probs of the rollout completions with and without replay; gaps and routing agreement."""
     from compass.lm.policy_forward import token_logprobs
-    from compass.rl.batch import build_batch
+    from compass.rl.trainer.batch import build_batch
     from compass.rl.router_replay import (record_routes, replay_routes, route_mismatch_rate, routing_agreement,
                                          stack_routes)
     gaps_free, gaps_rep, gap_clean, gap_flip_rep = [], [], [], []

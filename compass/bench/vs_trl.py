@@ -71,7 +71,7 @@ def build_setup(tasks: list[str], quick: bool, seed: int = 0):
     from compass.cli.main import default_config
     from compass.config import read_yaml, validate
     from compass.lm.model_factory import build_model, build_tokenizer
-    from compass.rl.data import prompts_from_table
+    from compass.rl.sampling.prompt_data import prompts_from_table
     from stages.world.build import build_world
     from stages.world.config import WorldConfig
 
@@ -100,7 +100,7 @@ def _no_reference_needed(verifier: str) -> bool:
 
 def schedule(prompts, steps: int, per_step: int, seed: int):
     """The prompts of each step, drawn once by our engine's own sampler; both sides get this list."""
-    from compass.rl.data import PromptSampler
+    from compass.rl.sampling.prompt_data import PromptSampler
     sampler = PromptSampler(prompts, seed)
     return [sampler.take(per_step) for _ in range(steps)]
 

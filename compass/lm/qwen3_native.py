@@ -1,7 +1,7 @@
 """Qwen3 / Qwen3-MoE forward written for speed on small models: the maths of transformers'
 modeling_qwen3(_moe), with far fewer tensor ops per layer.
 
-Used by the ``native`` rollout backend (KV-cached decoding, ``compass.rl.rollout_native``) and
+Used by the ``native`` rollout backend (KV-cached decoding, ``compass.rl.rollout.native``) and
 by the torch trainer's log-prob forward (``compass.lm.policy_forward``, differentiable: the
 packed weights are views and concatenations of the model's parameters, so gradients reach
 them). On the tiny CPU models of this project transformers' forward is bound by per-op

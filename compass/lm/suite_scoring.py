@@ -16,7 +16,7 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
     most ``max_new_tokens`` (``temperature`` 0: greedy), ``batch_size`` prompts per generate call, prompts
     sorted by length; each scored by the gym verifier named in the row's ``verifier``. The suite of a row
     is its ``suite`` when it has one, else its ``domain``. ``generate``: a function like
-    ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout_sampler.sampler``'s."""
+    ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout.sampler.sampler``'s."""
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i]["prompt"]), i))
     completions: dict[int, list[dict]] = {}
     bs = batch_size

@@ -5,7 +5,7 @@ The defaults are the tiny values that run each RL stage in a few seconds on
 
 The advantage estimator and the policy loss are chosen by ``kind``; each kind has its own
 settings, whose field names are the keyword arguments of its function in
-:mod:`compass.rl.advantages` / :mod:`compass.rl.losses` (the engine passes
+:mod:`compass.rl.algos.advantages` / :mod:`compass.rl.algos.losses` (the engine passes
 ``settings.model_dump(exclude={"kind"})``). The flat keys of the old layout fail with the
 key that replaced them (``MOVED``).
 """
@@ -19,7 +19,7 @@ from compass.config import StrictModel, moved_key_error
 
 
 class BalanceConfig(StrictModel):
-    """How a step's prompts are split over rollout workers (paper §3.1.1; compass.rl.length_balance)."""
+    """How a step's prompts are split over rollout workers (paper §3.1.1; compass.rl.sampling.length_balance)."""
     partitioner: Literal["lpt", "karmarkar_karp", "round_robin"] = Field(
         "lpt", description="split of the predicted work over rollout workers (round_robin ignores it)")
     predict: Literal["history", "none"] = Field(
@@ -65,7 +65,7 @@ class RolloutConfig(StrictModel):
                                "(the train-inference split)")
     workers: int = Field(0, ge=0, description="0: the rollout runs in the controller's process; N: N Ray actors each "
                                               "run the rollout backend on a share of the prompts "
-                                              "(compass.rl.rollout_ray)")
+                                              "(compass.rl.rollout.ray_pool)")
     max_new_tokens: int = Field(48, ge=1)
     max_new_tokens_by_task: dict[str, PositiveInt] = Field(
         default_factory=dict, description="a task's own token budget (at most max_new_tokens), e.g. short answers "
@@ -84,14 +84,14 @@ class RolloutConfig(StrictModel):
     detokenize: Literal["backend", "controller", "processes"] = Field(
         "backend", description="who turns completion ids into text: the rollout backend (in each Ray actor with "
                                "rollout.workers), the controller in one process, or detokenize_workers processes "
-                               "(compass.rl.detokenize; paper §3.2.1)")
+                               "(compass.rl.rollout.detokenize; paper §3.2.1)")
     detokenize_workers: int = Field(2, ge=1, description="processes for detokenize: processes")
 
 
 class TrainerConfig(StrictModel):
     """The policy update."""
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
-    actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer_ray)")
+    actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer.ray_actor)")
     actor_resources: ActorResources = Field(default_factory=ActorResources,
                                             description="with actor: what the trainer actor asks Ray for, and its "
                                                         "torch threads (default: the driver's)")
@@ -112,7 +112,7 @@ class TrainerConfig(StrictModel):
 
 class PrefilterConfig(StrictModel):
     """Zero-variance elimination before rollout (paper §2.4.1): skip prompts predicted all-pass or all-fail
-    from the grader's pass rate and the policy's own history (compass.rl.prompt_beliefs)."""
+    from the grader's pass rate and the policy's own history (compass.rl.sampling.prompt_beliefs)."""
     prior_weight: float = Field(4.0, ge=0, description="the grader's pass rate counts as this many samples")
     forget: float = Field(0.5, ge=0, le=1, description="weight left on a prompt's older evidence after each of "
                                                        "its groups (the policy moves)")
@@ -130,7 +130,7 @@ class PrefilterConfig(StrictModel):
 
 class GroupSizeConfig(StrictModel):
     """Group size N chosen from measurement (paper §2.4.1, Fig. 3): the smallest candidate whose expected
-    |advantage| per generated sample is within ``tol`` of the best candidate's (compass.rl.zero_variance)."""
+    |advantage| per generated sample is within ``tol`` of the best candidate's (compass.rl.sampling.zero_variance)."""
     candidates: list[int] = Field(default_factory=lambda: [2, 4, 8, 16], min_length=1)
     tol: float = Field(0.1, ge=0, lt=1, description="accept this much less signal per token for fewer samples")
     every: int = Field(1, ge=1, description="re-estimate N every this many steps, as the policy moves")
@@ -172,7 +172,7 @@ class RewardConfig(StrictModel):
                                   description="a sample passes when its reward is above this (binary rewards: ==1)")
 
 
-# -- advantage estimators (compass.rl.advantages) --------------------------------------------
+# -- advantage estimators (compass.rl.algos.advantages) --------------------------------------------
 
 class GRPOAdvantage(StrictModel):
     kind: Literal["grpo"] = "grpo"
@@ -193,7 +193,7 @@ class RLZVPAdvantage(StrictModel):
 AdvantageConfig = Annotated[Union[GRPOAdvantage, DrGRPOAdvantage, RLZVPAdvantage], Field(discriminator="kind")]
 
 
-# -- policy losses (compass.rl.losses) --------------------------------------------------------
+# -- policy losses (compass.rl.algos.losses) --------------------------------------------------------
 
 class PPOClipLoss(StrictModel):
     kind: Literal["ppo_clip_token_mean"] = "ppo_clip_token_mean"
@@ -269,10 +269,10 @@ class RLConfig(StrictModel):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     advantage: AdvantageConfig = Field(default_factory=GRPOAdvantage,
-                                       description="advantage estimator: a kind in compass.rl.advantages.ADVANTAGES "
+                                       description="advantage estimator: a kind in compass.rl.algos.advantages.ADVANTAGES "
                                                    "and its settings")
     loss: LossConfig = Field(default_factory=PPOClipLoss,
-                             description="policy loss: a kind in compass.rl.losses.POLICY_LOSSES and its settings")
+                             description="policy loss: a kind in compass.rl.algos.losses.POLICY_LOSSES and its settings")
 
     @model_validator(mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 Per step (each phase timed):
 
 1. **rollout** — ``sampling.prompts_per_step`` prompts, ``sampling.group_size`` samples each, from the
-   rollout backend (``native``, ``hf`` or ``vllm``; ``compass.rl.rollout``) with the sampler's
+   rollout backend (``native``, ``hf`` or ``vllm``; ``compass.rl.rollout.base``) with the sampler's
    per-token log-probs and, for Router Replay, the experts each MoE layer chose.
    With DAPO dynamic sampling, more prompts are drawn until the batch holds
    ``sampling.prompts_per_step`` groups with reward spread (every generated token is counted).
@@ -14,7 +14,7 @@ Per step (each phase timed):
 4. **advantages** — the configured estimator (``advantage.kind``: GRPO, Dr. GRPO, RL-ZVP token shaping);
    zero-variance groups can be left out of the update (``sampling.drop_zero_variance``).
 5. **update** — one optimizer step per mini-batch of the configured policy loss (``loss.kind``;
-   ``compass.rl.trainer``).
+   ``compass.rl.trainer.base``).
 6. **weight sync** — the trainer's weights to the rollout side.
 
 Metrics go to ``metrics.jsonl``, TensorBoard and PNG plots (``compass.rl.metrics_log``);
@@ -32,20 +32,20 @@ import torch
 from compass.lm.chat import chat_prefix
 from compass.lm.model_config import is_moe
 from compass.progress import progress, step_level
-from compass.rl.advantages import completion_advantages, get_advantage, zero_variance_groups
-from compass.rl.batch import TrainBatch
+from compass.rl.algos.advantages import completion_advantages, get_advantage, zero_variance_groups
+from compass.rl.trainer.batch import TrainBatch
 from compass.rl.config import PrefilterConfig, RLConfig
-from compass.rl.data import PromptSampler, RLPrompt
-from compass.rl.length_predict import LengthPredictor, prediction_error
+from compass.rl.sampling.prompt_data import PromptSampler, RLPrompt
+from compass.rl.sampling.length_predict import LengthPredictor, prediction_error
 from compass.rl.metrics_log import MetricsLog
-from compass.rl.prompt_beliefs import PromptBeliefs
+from compass.rl.sampling.prompt_beliefs import PromptBeliefs
 from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
-from compass.rl.rollout import RolloutBackend, SamplingParams, get_rollout_backend
-from compass.rl.scored_rollout import rollout_and_score
+from compass.rl.rollout.base import RolloutBackend, SamplingParams, get_rollout_backend
+from compass.rl.rollout.scored import rollout_and_score
 from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
                                      reward_audit, routing_metrics, step_row, zero_variance_tokens)
-from compass.rl.trainer import TrainerBackend, get_trainer_backend
+from compass.rl.trainer.base import TrainerBackend, get_trainer_backend
 
 __all__ = ["PromptStats", "rollouts_table", "train", "RLResult", "compute_advantages"]
 
@@ -133,7 +133,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         from compass.gym.service import RewardService
         service = RewardService(cfg.reward.workers, default_timeout_s=cfg.reward.timeout_s)
     if cfg.trainer.actor:
-        from compass.rl.trainer_ray import RayTrainer
+        from compass.rl.trainer.ray_actor import RayTrainer
         res = cfg.trainer.actor_resources
         # a restart rebuilds the actor from the first weights, then loads the saved state: only useful with one
         trainer = RayTrainer(cfg.trainer.backend, model, cfg, threads=res.threads, actor_options=res.ray_options(),
@@ -158,7 +158,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     metrics_log = MetricsLog(out_dir)
     try:
         if cfg.rollout.workers:
-            from compass.rl.rollout_ray import RayRolloutPool
+            from compass.rl.rollout.ray_pool import RayRolloutPool
             res = cfg.rollout.actor_resources
             rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers,
                                      threads_per_worker=res.threads or 1, actor_options=res.ray_options(),
@@ -166,7 +166,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         else:
             rollout = get_rollout_backend(backend)(model, tok, **options)
         if cfg.rollout.detokenize == "processes":
-            from compass.rl.detokenize import DetokenizerPool
+            from compass.rl.rollout.detokenize import DetokenizerPool
             detok = DetokenizerPool(tok, cfg.rollout.detokenize_workers)
         loop = _Loop(model, tok, prompts, cfg, trainer, rollout, score_fn or _default_score(), service,
                      log or logging.getLogger("compass.rl"), desc, metrics_log, state_dir, on_step)
@@ -203,7 +203,7 @@ def resolve_rollout_backend(name: str, model) -> str:
     docs/benchmarks.md), else ``hf``; any other name as given."""
     if name != "auto":
         return name
-    from compass.rl.rollout_native import unsupported
+    from compass.rl.rollout.native import unsupported
     return "native" if unsupported(model.config) is None else "hf"
 
 
@@ -451,7 +451,7 @@ class _Loop:
         return kept, len(skipped)
 
     def choose_group_size(self, step: int) -> None:
-        """Re-estimate N from the beliefs every ``auto_group_size.every`` steps (``compass.rl.zero_variance``)."""
+        """Re-estimate N from the beliefs every ``auto_group_size.every`` steps (``compass.rl.sampling.zero_variance``)."""
         auto = self.cfg.sampling.auto_group_size
         if auto is None or (step - self.start) % auto.every:
             return
@@ -605,7 +605,7 @@ class _Loop:
 
         died: tuple = ()
         if cfg.trainer.actor:
-            from compass.rl.trainer_ray import TrainerActorDied
+            from compass.rl.trainer.ray_actor import TrainerActorDied
             died = (TrainerActorDied,)
         resume: tuple | None = None        # (the saved state, what happened) once the trainer actor died
         while True:

@@ -8,7 +8,7 @@ reward audit does not blame the answer). Every other prompt is scored by its gym
 
 The rules verifier of a judged prompt is still run, to audit the judge: per judged sample whether the
 two agree (rules score above the pass threshold vs the judge's 1) and whether the judge's GRPO advantage
-points the wrong way for the rules' verdict (``compass.rl.advantage_flips``, the paper's §2.4.3 flips):
+points the wrong way for the rules' verdict (``compass.rl.algos.advantage_flips``, the paper's §2.4.3 flips):
 the samples the judge teaches the opposite of what the rules would. ``counters()`` holds the counts.
 
 The engine calls ``score_group(prompt, texts)`` for a whole group (the judge is batched); ``__call__``
@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 
 from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.score import Reward, judge as rules_judge
-from compass.rl.advantage_flips import advantage_flips
-from compass.rl.data import RLPrompt, verifier_type
+from compass.rl.algos.advantage_flips import advantage_flips
+from compass.rl.sampling.prompt_data import RLPrompt, verifier_type
 
 DEFAULT_JUDGED = ("title_rules",)
 

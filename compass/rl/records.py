@@ -6,7 +6,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 
 @dataclass

@@ -331,7 +331,7 @@ def completion_routes(routes_row, n_left_pad: int, prompt_len: int, completion_l
 
 def stack_routes(per_sequence: Sequence, length: int) -> torch.Tensor:
     """Right-pad per-sequence routes ``[len_i, n_layers, top_k]`` to ``[B, length, n_layers, top_k]``
-    long with ``-1`` (the layout of :func:`compass.rl.batch.build_batch`). ``None`` -> all ``-1``."""
+    long with ``-1`` (the layout of :func:`compass.rl.trainer.batch.build_batch`). ``None`` -> all ``-1``."""
     shape = next((np.asarray(r).shape[1:] for r in per_sequence if r is not None), None)
     if shape is None:
         raise ValueError("stack_routes: every sequence has routes=None")

@@ -17,7 +17,7 @@ from compass.lm.model_factory import load_checkpoint, save_checkpoint
 from compass.runtime.stage_state import state_dir_for
 from compass.store.store import Artifact, ArtifactWriter
 from compass.rl.config import RLConfig
-from compass.rl.data import RLPrompt, filter_by_pass_rate
+from compass.rl.sampling.prompt_data import RLPrompt, filter_by_pass_rate
 from compass.rl.engine import RLResult, ScoreFn, rollouts_table, train
 from compass.rl.run_summary import PLOTS, run_summary_md
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 
 from compass.gym.reasons import is_verifier_fault
-from compass.rl.advantages import completion_advantages, zero_variance_groups
-from compass.rl.batch import TrainBatch, routes_batch
-from compass.rl.losses import masked_mean
+from compass.rl.algos.advantages import completion_advantages, zero_variance_groups
+from compass.rl.trainer.batch import TrainBatch, routes_batch
+from compass.rl.algos.losses import masked_mean
 
 # the phases a step times, in order; each becomes ``time_<phase>_s``
 PHASES = ("rollout", "reward", "old_logp", "update", "sync")

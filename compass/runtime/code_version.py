@@ -2,7 +2,7 @@
 
 A stage's code is its own package plus every project module it imports, followed transitively
 (``import`` and ``from … import`` statements anywhere in a file, lazy ones included, and module
-names that registries import by string, such as ``"compass.rl.trainer_"`` prefixes). Editing any of
+names that registries import by string, such as ``"compass.rl.trainer.megatron_trainer"`` in a registry's module table, and name prefixes such as ``"compass.gym.verifiers."``). Editing any of
 those files changes the stage's version, so stale artifacts are never reused; editing a module the
 stage never reaches changes nothing. The closure is computed from the source, not kept by hand.
 """
@@ -68,7 +68,7 @@ def _imports_of(name: str) -> tuple[str, ...]:
         if mod.split(".")[0] not in PROJECT_PACKAGES:
             continue
         if mod.endswith(".") or module_file(mod) is None:
-            out.update(_with_prefix(mod))                            # "compass.rl.trainer_" -> trainer_*
+            out.update(_with_prefix(mod))                            # "compass.gym.verifiers." -> every verifier module
         else:
             out.add(mod)
     return tuple(sorted(m for m in out if m != name))

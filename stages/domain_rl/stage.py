@@ -2,7 +2,7 @@
 
 Reads the phase-1 policy (``ckpt_r1``), the graded ``rl_prompts``, phase 1's ``prompt_stats``
 and the GenRM checkpoint. Trains on every non-reasoning prompt (instruction following, tool use,
-QA, e-commerce: ``compass.rl.data.is_reasoning_prompt`` is false) plus the phase-1 prompts whose
+QA, e-commerce: ``compass.rl.sampling.prompt_data.is_reasoning_prompt`` is false) plus the phase-1 prompts whose
 measured pass rate lies in the configured band and rests on enough samples (medium-to-high
 difficulty, ``stages/domain_rl/carryover.py``), at most ``carryover_ratio`` of the mix (a seeded
 sample of the band when it holds more), with the same engine and options as reasoning RL
@@ -22,7 +22,7 @@ import json
 import logging
 
 from compass.gym.genrm_judge import GenRMJudge
-from compass.rl.data import is_reasoning_prompt, prompts_from_table, verifier_type
+from compass.rl.sampling.prompt_data import is_reasoning_prompt, prompts_from_table, verifier_type
 from compass.rl.genrm_reward import DEFAULT_JUDGED, GenRMReward
 from compass.rl.stage_io import run_rl
 from stages.domain_rl.carryover import mix_carryover, select_carryover

@@ -51,7 +51,7 @@ class EvalConfig(StrictModel):
                             "transformers generate; vllm: the vLLM worker); auto: native where it supports the model")
     workers: int = Field(0, ge=0, description="0: generate in the stage's process; N: N Ray actors each run the "
                                               "backend on a copy of the checkpoint and a share of the prompts "
-                                              "(compass.rl.rollout_ray), as rollout does")
+                                              "(compass.rl.rollout.ray_pool), as rollout does")
 
     lm_eval: LmEvalConfig | None = Field(None, description="also run lm-evaluation-harness tasks (docs/evaluation.md)")
 

@@ -5,7 +5,7 @@ Loads each checkpoint given (``model``, the one evaluated: ``ckpt_final`` in the
 ``samples_per_prompt`` completions for every prompt of ``suites`` through the RL engine's rollout
 backend (``backend``: the native KV-cache decoder where it supports the model, else transformers
 ``generate``; or vLLM; on ``workers`` Ray actors when set; greedy by default, batched, prompts sorted by
-length: ``compass.lm.suite_scoring``, ``compass.rl.rollout_sampler``), scores each
+length: ``compass.lm.suite_scoring``, ``compass.rl.rollout.sampler``), scores each
 with the gym verifier named in the prompt's ``verifier`` column, and writes one ``eval_results`` row
 per (checkpoint, sample) plus a ``report`` artifact. ``report.md``: the checkpoint × suite table with
 the change each stage made (the paper's Tables 2–5 shape: a stage against the checkpoint it started
@@ -34,7 +34,7 @@ from compass.store.store import Artifact, ArtifactWriter
 from compass.lm.lm_eval_adapter import run_lm_eval
 from compass.lm.sample_metrics import k_metrics
 from compass.lm.suite_scoring import generate_and_score, summarize
-from compass.rl.rollout_sampler import open_sampler
+from compass.rl.rollout.sampler import open_sampler
 from stages.evaluation.config import EvalConfig
 from stages.evaluation.spec import CHECKPOINTS
 

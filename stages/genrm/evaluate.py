@@ -5,7 +5,7 @@ import math
 
 from compass.lm.chat import chat_prefix, sample
 from stages.genrm.bradley_terry import bt_verdict, encode_response, score
-from compass.rl.advantage_flips import FlipCount, group_advantages
+from compass.rl.algos.advantage_flips import FlipCount, group_advantages
 from stages.genrm.pairs import pair_id
 from compass.gym.genrm_verdict import SWAP, judge_prompt, parse_judgement
 
@@ -110,7 +110,7 @@ def genrm_reference_rewards(model, tok, rows: list[dict], *, max_new_tokens: int
 
 def count_flips(rows: list[dict], bt: list[tuple[float, float]], genrm: list[tuple[list[float], list]],
                 n_examples: int) -> dict:
-    """Flip counts (``compass.rl.advantage_flips``) of BT and GenRM rewards on the same groups; ``flips_avoided``:
+    """Flip counts (``compass.rl.algos.advantage_flips``) of BT and GenRM rewards on the same groups; ``flips_avoided``:
     responses BT flips whose GenRM advantage has the sign of the true advantage (0 in uniform groups). Examples: cases BT flips and the GenRM does not, then any
     the GenRM flips."""
     bt_c, g_c = FlipCount(), FlipCount()

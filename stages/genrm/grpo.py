@@ -15,7 +15,7 @@ import signal
 
 from stages.genrm.pairs import pair_id, swapped
 from compass.gym.genrm_verdict import judge_prompt, parse_judgement
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 VERIFIER = json.dumps({"type": "genrm_verdict"})
 FAULT_ENV = "COMPASS_GENRM_KILL_AT_STEP"      # test hook: SIGKILL this process after that GRPO step

@@ -8,7 +8,7 @@
 4. **GRPO** (``stages.genrm.grpo``) with the RL engine: reward 1[verdict == label] (paper §2.5.2).
 5. **Bradley–Terry** baseline (``stages.genrm.bradley_terry``) from the same base on the same pairs.
 6. **Held-out evaluation** (``stages.genrm.evaluate``): both orders of every pair → accuracy, tie
-   accuracy, swap consistency (``judgements`` output), and advantage flips (``compass.rl.advantage_flips``).
+   accuracy, swap consistency (``judgements`` output), and advantage flips (``compass.rl.algos.advantage_flips``).
 
 Steps 3-5 are resumable after SIGKILL (``compass.runtime.stage_state``); ``summary.md`` goes in the checkpoint.
 """

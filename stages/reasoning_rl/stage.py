@@ -2,7 +2,7 @@
 
 Reads the merged policy (``policy``; ``thinking_base`` in the pipeline) and the graded
 ``rl_prompts``, keeps the reasoning rows (domain ``math`` or ``code``, or verifier ``math_exact``
-or ``code``: ``compass.rl.data.is_reasoning_prompt``) and trains on them with the RL engine
+or ``code``: ``compass.rl.sampling.prompt_data.is_reasoning_prompt``) and trains on them with the RL engine
 through ``compass.rl.stage_io.run_rl`` (docs/rl.md). The engine does what the config asks:
 zero-variance elimination before rollout by the graded pass rate (``sampling.pass_rate_filter``),
 rollouts with the ``native``, ``hf`` or ``vllm`` backend, Compass-Gym rewards (in process or
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from stages.reasoning_rl.config import ReasoningRLConfig
-from compass.rl.data import is_reasoning_prompt, prompts_from_table
+from compass.rl.sampling.prompt_data import is_reasoning_prompt, prompts_from_table
 from compass.rl.stage_io import run_rl
 
 log = logging.getLogger("compass.reasoning_rl")

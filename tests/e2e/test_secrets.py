@@ -20,9 +20,9 @@ import yaml
 
 import pyarrow as pa
 
-from compass.rl.data import prompts_from_table
+from compass.rl.sampling.prompt_data import prompts_from_table
 from compass.rl.engine import _default_score
-from compass.rl.scored_rollout import rollout_and_score
+from compass.rl.rollout.scored import rollout_and_score
 from tests.e2e.conftest import REPO, compass, compass_env, last_json, write_config
 from tests.s3_server import find_weed, free_port_pairs, start_s3_server
 

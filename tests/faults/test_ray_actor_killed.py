@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from compass.lm.model_factory import ModelConfig, build_model
-from compass.rl import trainer_ray
-from compass.rl.advantages import over_tokens
+from compass.rl.trainer import ray_actor as trainer_ray
+from compass.rl.algos.advantages import over_tokens
 from compass.rl.config import RLConfig
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.engine import train
 from compass.runtime.runner import is_infra_error
-from compass.rl.trainer_ray import RayTrainer
+from compass.rl.trainer.ray_actor import RayTrainer
 from tests.compass.rl.test_ray import CFG, TEXTS as RL_TEXTS, _batch, threads  # noqa: F401
 from tests.compass.rl.test_ray import model, prompts, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
 

@@ -18,7 +18,7 @@ import pytest
 from compass.gym import service as service_module
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
 from compass.rl.config import RLConfig
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.engine import train
 
 pytestmark = pytest.mark.slow

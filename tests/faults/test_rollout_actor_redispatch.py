@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from compass.lm.chat import chat_prefix
-from compass.rl.rollout import SamplingParams
-from compass.rl.rollout_ray import RayRolloutPool
+from compass.rl.rollout.base import SamplingParams
+from compass.rl.rollout.ray_pool import RayRolloutPool
 from compass.runtime.runner import is_infra_error
 from tests.compass.rl.test_ray import model, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
 

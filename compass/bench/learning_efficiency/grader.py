@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from compass.bench.learning_efficiency.scoring import sample_and_score
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 GRADER_SEED = 20_000
 PASS_THRESHOLD = 0.5        # the engine's reward.pass_threshold: a sample passes when its reward is above it

@@ -5,7 +5,7 @@ from typing import Sequence
 
 from compass.bench.learning_efficiency.scoring import sample_and_score
 from compass.bench.learning_efficiency.stats import held_out_se
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 EVAL_SEED = 10_000          # every evaluation of every run draws with the same seeds: common random numbers
 

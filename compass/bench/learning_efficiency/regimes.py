@@ -19,7 +19,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 
-from compass.rl.data import RLPrompt, prompts_from_table
+from compass.rl.sampling.prompt_data import RLPrompt, prompts_from_table
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 
 @dataclass(frozen=True)

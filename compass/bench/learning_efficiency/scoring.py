@@ -5,7 +5,7 @@ from typing import Sequence
 
 import torch
 
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 
 
 @torch.no_grad()
@@ -16,8 +16,8 @@ def sample_and_score(model, tok, prompts: Sequence[RLPrompt], *, n: int, max_new
     seed give the same draws for every model with the same weights."""
     from compass.gym.score import score
     from compass.lm.chat import chat_prefix
-    from compass.rl.rollout import SamplingParams
-    from compass.rl.rollout_native import NativeRollout
+    from compass.rl.rollout.base import SamplingParams
+    from compass.rl.rollout.native import NativeRollout
     was_training = model.training
     model.eval()
     rollout = NativeRollout(model, tok, record_routes=False, share=True)

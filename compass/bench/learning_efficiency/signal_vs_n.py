@@ -4,14 +4,14 @@ grader's measured groups and from the Beta beliefs the engine builds on them.
 Measured: a prompt graded with ``k`` samples, ``c`` of them passing, stands for the groups of ``n <= k``
 drawn from those samples without replacement, so every quantity is an exact hypergeometric average
 (unbiased for the prompt's true pass rate: pass@n here is the usual unbiased pass@k estimator).
-Beliefs: :mod:`compass.rl.zero_variance` on Beta(1/2 + w c/k, 1/2 + w (1 - c/k)), any ``n``.
+Beliefs: :mod:`compass.rl.sampling.zero_variance` on Beta(1/2 + w c/k, 1/2 + w (1 - c/k)), any ``n``.
 """
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
-from compass.rl.zero_variance import abs_advantage_per_sample, pass_at, prior_belief, zero_variance_prob
+from compass.rl.sampling.zero_variance import abs_advantage_per_sample, pass_at, prior_belief, zero_variance_prob
 
 
 def hypergeom(j: int, k: int, c: int, n: int) -> float:
@@ -24,7 +24,7 @@ def hypergeom(j: int, k: int, c: int, n: int) -> float:
 def measured_at_n(k: int, c: int, n: int) -> dict:
     """One graded prompt (c of k passed) at group size ``n`` <= k: ``zero_variance`` (all pass or all fail),
     ``pass_at_n`` and ``abs_adv_per_sample`` (E[sum_i |A_i|] / n for binary rewards = E[2 sqrt(mu(1-mu))],
-    mu = passes / n: GRPO's group-normalised |A| with the population std, as in compass.rl.zero_variance)."""
+    mu = passes / n: GRPO's group-normalised |A| with the population std, as in compass.rl.sampling.zero_variance)."""
     if not 1 <= n <= k:
         raise ValueError(f"group size {n} needs 1 <= n <= k = {k}")
     p0, pn = hypergeom(0, k, c, n), hypergeom(n, k, c, n)

@@ -1,6 +1,6 @@
 """The ``megatron`` SFT backend: the supervised loss on a megatron-core ``GPTModel`` (TP = PP = EP = 1).
 
-The same model the RL engine's megatron trainer trains (:mod:`compass.rl.trainer_megatron`):
+The same model the RL engine's megatron trainer trains (:mod:`compass.rl.trainer.megatron_trainer`):
 the HF Qwen3-MoE checkpoint converted exactly with :mod:`compass.lm.megatron_convert`, one
 process (gloo on loopback), megatron's CUDA-only calls mapped to the CPU where there is no GPU.
 :meth:`MegatronSFT.write_back` converts the trained weights back into the HF model (exact), so

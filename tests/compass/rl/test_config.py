@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from compass.config import ConfigError, load_yaml, validate
-from compass.rl.advantages import ADVANTAGES
+from compass.rl.algos.advantages import ADVANTAGES
 from compass.rl.config import (MOVED, DrGRPOAdvantage, ESPOLoss, GRPOAdvantage, GSPOLoss, PPOClipLoss, RLConfig,
                                RLZVPAdvantage)
-from compass.rl.losses import POLICY_LOSSES
+from compass.rl.algos.losses import POLICY_LOSSES
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -13,16 +13,16 @@ from compass.config import ConfigError, validate
 from compass.lm.chat import chat_prefix
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
 from compass.gym.score import score
-from compass.rl import advantages as adv_mod
+from compass.rl.algos import advantages as adv_mod
 from compass.lm.policy_forward import token_logprobs
-from compass.rl.advantages import ADVANTAGES, grpo, group_normalized, over_tokens, register_advantage
-from compass.rl.batch import build_batch
+from compass.rl.algos.advantages import ADVANTAGES, grpo, group_normalized, over_tokens, register_advantage
+from compass.rl.trainer.batch import build_batch
 from compass.rl.config import RLConfig
-from compass.rl.data import PromptSampler, RLPrompt, is_reasoning_prompt
+from compass.rl.sampling.prompt_data import PromptSampler, RLPrompt, is_reasoning_prompt
 from compass.rl.engine import rollouts_table, train
-from compass.rl.losses import POLICY_LOSSES, policy_loss, ppo_clip_token_mean
+from compass.rl.algos.losses import POLICY_LOSSES, policy_loss, ppo_clip_token_mean
 from compass.rl.step_metrics import group_stats
-from compass.rl.trainer_torch import policy_step
+from compass.rl.trainer.torch_trainer import policy_step
 
 # -- advantages -----------------------------------------------------------------
 

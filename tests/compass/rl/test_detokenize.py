@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from compass.lm.model_factory import build_tokenizer
-from compass.rl.detokenize import DetokenizerPool, completion_text
+from compass.rl.rollout.detokenize import DetokenizerPool, completion_text
 
 ROOT = Path(__file__).resolve().parents[3]
 TEXT = ("The answer is 42, because 6 × 7 = 42. Đáp án là bốn mươi hai. คำตอบคือสี่สิบสอง "

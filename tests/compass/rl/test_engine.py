@@ -15,7 +15,7 @@ import torch
 
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
 from compass.rl.config import GRPOAdvantage, RLConfig
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.engine import train
 
 V = json.dumps({"type": "test"})
@@ -133,7 +133,7 @@ RUN = textwrap.dedent('''
     torch.set_num_threads(1)
     from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
     from compass.rl.config import RLConfig
-    from compass.rl.data import RLPrompt
+    from compass.rl.sampling.prompt_data import RLPrompt
     from compass.rl.engine import train
     from safetensors.torch import save_file
     state_dir, out, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -9,7 +9,7 @@ import torch
 
 from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.genrm_verdict import verdict_text
-from compass.rl.data import RLPrompt
+from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.genrm_reward import GenRMReward, advantage_flips
 
 TITLE = json.dumps({"type": "title_rules", "must_keep": ["Nike"], "max_chars": 60})

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from compass.rl.length_balance import (PARTITIONERS, get_partitioner, karmarkar_karp, longest_first, lpt,
+from compass.rl.sampling.length_balance import (PARTITIONERS, get_partitioner, karmarkar_karp, longest_first, lpt,
                                        round_robin, schedule_metrics, split_quality)
-from compass.rl.length_predict import LengthPredictor, prediction_error
+from compass.rl.sampling.length_predict import LengthPredictor, prediction_error
 
 
 def _best_makespan(work, workers):

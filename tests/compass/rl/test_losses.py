@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from compass.rl.advantages import dr_grpo, group_centered, over_tokens
-from compass.rl.losses import gspo
+from compass.rl.algos.advantages import dr_grpo, group_centered, over_tokens
+from compass.rl.algos.losses import gspo
 
 
 def test_dr_grpo_subtracts_the_group_mean_only():
@@ -39,7 +39,7 @@ def test_gspo_sequence_ratio_value_and_gradient():
 
 
 def test_token_level_advantages_in_ppo_and_gspo():
-    from compass.rl.losses import gspo, ppo_clip_token_mean
+    from compass.rl.algos.losses import gspo, ppo_clip_token_mean
     logp = torch.zeros(2, 3, requires_grad=True)
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
     tok_adv = torch.tensor([[1.0, 3.0, 100.0], [-1.0, 0.0, 1.0]])

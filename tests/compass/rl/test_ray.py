@@ -1,4 +1,4 @@
-"""Ray actors around the RL engine's backends (``compass/rl/rollout_ray.py``, ``trainer_ray.py``):
+"""Ray actors around the RL engine's backends (``compass/rl/rollout/ray_pool.py``, ``trainer/ray_actor.py``):
 real Ray on loopback, the world's tiny Qwen3-MoE, every result compared with the same backend
 run in this process."""
 from __future__ import annotations
@@ -14,15 +14,15 @@ from compass.lm.chat import chat_prefix
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
 from compass.rl import ray_cluster
 from compass.rl.config import RLConfig
-from compass.rl.advantages import over_tokens
-from compass.rl.batch import build_batch
+from compass.rl.algos.advantages import over_tokens
+from compass.rl.trainer.batch import build_batch
 from compass.rl.ray_cluster import ensure_ray
-from compass.rl.rollout import SamplingParams
-from compass.rl.rollout_hf import HfRollout
-from compass.rl.rollout_ray import RayRolloutPool, plan_shards, shard_seed
+from compass.rl.rollout.base import SamplingParams
+from compass.rl.rollout.hf import HfRollout
+from compass.rl.rollout.ray_pool import RayRolloutPool, plan_shards, shard_seed
 from compass.rl.router_replay import record_routes
-from compass.rl.trainer_ray import RayTrainer
-from compass.rl.trainer_torch import TorchTrainer
+from compass.rl.trainer.ray_actor import RayTrainer
+from compass.rl.trainer.torch_trainer import TorchTrainer
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
@@ -226,7 +226,7 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
     """The engine driving Ray actors: one rollout worker + a trainer actor reproduces the in-process run
     exactly (one worker keeps the sampling seed); two workers train and leave the trained weights in the
     driver's model."""
-    from compass.rl.data import RLPrompt
+    from compass.rl.sampling.prompt_data import RLPrompt
     from compass.rl.engine import train
     import json
     v = json.dumps({"type": "test"})

@@ -36,7 +36,7 @@ DRIVER = textwrap.dedent('''
     import json, sys
     from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
     from compass.rl.config import RLConfig
-    from compass.rl.data import RLPrompt
+    from compass.rl.sampling.prompt_data import RLPrompt
     from compass.rl.engine import train
     import ray
     import ray._private.state as ray_state

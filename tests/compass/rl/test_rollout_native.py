@@ -1,4 +1,4 @@
-"""The ``native`` rollout backend (compass/rl/rollout_native.py) against transformers on the same weights."""
+"""The ``native`` rollout backend (compass/rl/rollout/native.py) against transformers on the same weights."""
 from __future__ import annotations
 
 import contextlib
@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
-from compass.rl.batch import build_batch, routes_batch
+from compass.rl.trainer.batch import build_batch, routes_batch
 from compass.rl.engine import resolve_rollout_backend
 from compass.lm.policy_forward import token_logprobs
-from compass.rl.rollout import SamplingParams
-from compass.rl.rollout_native import NativeRollout, _sample, decode, pack, unsupported
+from compass.rl.rollout.base import SamplingParams
+from compass.rl.rollout.native import NativeRollout, _sample, decode, pack, unsupported
 from compass.rl.router_replay import record_routes
 
 PROMPTS = ["What is 12 + 7?", "Name a colour.", "Write the word tea three times, please."]

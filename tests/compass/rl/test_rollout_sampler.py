@@ -6,7 +6,7 @@ import pytest
 
 from compass.lm.chat import sample
 from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
-from compass.rl.rollout_sampler import open_sampler
+from compass.rl.rollout.sampler import open_sampler
 
 pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
 

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from compass.lm.model_factory import ModelConfig, build_model
-from compass.rl.data import RLPrompt
-from compass.rl.rollout import SamplingParams
-from compass.rl.rollout_native import NativeRollout, decode, decode_rows, pack
-from compass.rl.scored_rollout import rollout_and_score
+from compass.rl.sampling.prompt_data import RLPrompt
+from compass.rl.rollout.base import SamplingParams
+from compass.rl.rollout.native import NativeRollout, decode, decode_rows, pack
+from compass.rl.rollout.scored import rollout_and_score
 from tests.compass.rl.test_rollout_native import eos_heavy, prefixes, tok  # noqa: F401
 
 

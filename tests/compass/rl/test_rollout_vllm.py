@@ -19,8 +19,8 @@ import torch
 
 from compass.lm.model_config import ModelConfig, TokenizerConfig
 from compass.lm.model_factory import build_model, build_tokenizer
-from compass.rl.rollout import ROLLOUT_BACKENDS, Completion, SamplingParams
-from compass.rl.rollout_vllm import PYTHON_ENV_VAR, VllmEnvMissing, VllmRollout, vllm_python
+from compass.rl.rollout.base import ROLLOUT_BACKENDS, Completion, SamplingParams
+from compass.rl.rollout.vllm_client import PYTHON_ENV_VAR, VllmEnvMissing, VllmRollout, vllm_python
 
 TEXTS = ["the quick brown fox jumps over the lazy dog 12345", "what is 2 + 3 ? answer: 5",
          "hello world, compass rl test"] * 20

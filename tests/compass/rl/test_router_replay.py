@@ -148,7 +148,7 @@ def test_routes_recorded_during_generate_equal_teacher_forced_routes(models):
     assert route_mismatch_rate(routes, tf, valid) <= 0.01
 
     # per completion (left pads stripped) -> a right-padded trainer batch: still the trainer's own routes
-    from compass.rl.batch import build_batch
+    from compass.rl.trainer.batch import build_batch
     prefixes, comps, per = [], [], []
     for r in range(rows):
         pad = width - lens[r // n]

@@ -49,7 +49,7 @@ def hf_model(tok):
 @pytest.fixture(scope="module")
 def batch(tok):
     """Right-padded teacher-forcing batch (as build_batch makes it) of 4 sequences of different lengths."""
-    from compass.rl.batch import build_batch
+    from compass.rl.trainer.batch import build_batch
     g = torch.Generator().manual_seed(1)
     lo = len(tok.all_special_ids)
     prefixes = [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (5, 3, 7, 4)]
@@ -59,7 +59,7 @@ def batch(tok):
 
 def per_token(adv, batch, shift=1):
     """``[B]`` per-completion advantages over the completion tokens: ``[B, L-1]`` (the estimators' shape)."""
-    from compass.rl.advantages import over_tokens
+    from compass.rl.algos.advantages import over_tokens
     return over_tokens(adv, batch["completion_mask"][:, shift:])
 
 
@@ -71,8 +71,8 @@ def rl_cfg(lr: float = 1e-3, loss: dict | None = None):
 
 
 def make_trainer(model, **over):
-    from compass.rl.trainer import TRAINER_BACKENDS
-    import compass.rl.trainer_megatron  # noqa: F401  (registers "megatron")
+    from compass.rl.trainer.base import TRAINER_BACKENDS
+    import compass.rl.trainer.megatron_trainer  # noqa: F401  (registers "megatron")
     return TRAINER_BACKENDS["megatron"](model, rl_cfg(**over))
 
 
@@ -247,7 +247,7 @@ def test_update_matches_torch_reference(hf_model, batch, loss):
     Gradients agree to ~3e-7 absolute; AdamW's first step is ``lr * g / (|g| + eps)``, so an
     element whose gradient is itself ~1e-7 can move differently by up to ~lr: at lr 1e-4 that is a
     handful of the 137k elements, hence max <= 1e-5 and all but 1e-4 of them within 1e-7."""
-    from compass.rl.trainer_torch import policy_step
+    from compass.rl.trainer.torch_trainer import policy_step
     cfg = rl_cfg(lr=1e-4, loss={"kind": loss})
     tr = make_trainer(hf_model, lr=1e-4, loss={"kind": loss})
     adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0]), batch)
@@ -270,8 +270,8 @@ def test_update_matches_torch_reference(hf_model, batch, loss):
 def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model, batch):
     """Two steps of the megatron and torch trainers, both replaying a perturbed model's routes, with
     per-token advantages and DAPO clip-higher: same metrics and weights."""
-    from compass.rl.trainer import TRAINER_BACKENDS
-    import compass.rl.trainer_torch  # noqa: F401
+    from compass.rl.trainer.base import TRAINER_BACKENDS
+    import compass.rl.trainer.torch_trainer  # noqa: F401
     other = copy.deepcopy(hf_model)
     g = torch.Generator().manual_seed(3)
     with torch.no_grad():
@@ -303,7 +303,7 @@ def test_update_matches_torch_trainer_with_replay_and_token_advantages(hf_model,
 
 
 def test_update_edge_cases(hf_model, batch, monkeypatch):
-    from compass.rl import losses
+    from compass.rl.algos import losses
     tr = make_trainer(hf_model)
     old_logp, _ = tr.logprobs(batch)
     before = tr.hf_state_dict()

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from compass.rl import zero_variance as zv
-from compass.rl.data import RLPrompt
-from compass.rl.prompt_beliefs import PromptBeliefs
+from compass.rl.sampling import zero_variance as zv
+from compass.rl.sampling.prompt_data import RLPrompt
+from compass.rl.sampling.prompt_beliefs import PromptBeliefs
 
 
 # -- the maths, by hand ---------------------------------------------------------------------------

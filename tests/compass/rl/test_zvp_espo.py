@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from compass.rl.advantages import grpo, over_tokens, rl_zvp
-from compass.rl.losses import ESPO_TOP_FRACTION, entropy_groups, espo, gspo, ppo_clip_token_mean
+from compass.rl.algos.advantages import grpo, over_tokens, rl_zvp
+from compass.rl.algos.losses import ESPO_TOP_FRACTION, entropy_groups, espo, gspo, ppo_clip_token_mean
 
 R3 = math.sqrt(3.0)
 LOG_V = math.log(2048)          # the tiny world's |V| (configs/tiny.yaml tokenizer.vocab_size)
@@ -251,7 +251,7 @@ def test_espo_ignores_pads_and_checks_its_inputs():
 # -- α for another tokenizer and entropy scale (docs/rl.md, "α for this project") ----------------
 
 def test_alpha_rules_keep_the_papers_zero_variance_advantage_and_top_clip():
-    from compass.rl.entropy_scale import espo_alpha, zvp_alpha
+    from compass.rl.algos.entropy_scale import espo_alpha, zvp_alpha
     assert zvp_alpha(6.0) == pytest.approx(0.10)             # the papers' own scale gives the papers' α
     assert espo_alpha(6.0, 151_936) == pytest.approx(0.02)
     assert zvp_alpha(1.5) == pytest.approx(0.4)              # 0.4 * 1.5 = 0.10 * 6
@@ -261,7 +261,7 @@ def test_alpha_rules_keep_the_papers_zero_variance_advantage_and_top_clip():
 
 
 def test_entropy_stats_by_hand():
-    from compass.rl.entropy_scale import entropy_stats
+    from compass.rl.algos.entropy_scale import entropy_stats
     ents = [[0.0, 1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0, 9.0], []]
     s = entropy_stats([torch.tensor(e).numpy() for e in ents], vocab_size=2048)
     assert (s["completions"], s["tokens"], s["vocab_size"]) == (3, 10, 2048)
@@ -279,7 +279,7 @@ def test_bench_entropy_scale_prints_a_table_and_a_json_line(monkeypatch, capsys)
     from compass.bench import entropy_scale as bench
     from compass.lm.model_config import ModelConfig
     from compass.lm.model_factory import build_model, build_tokenizer
-    from compass.rl.data import RLPrompt
+    from compass.rl.sampling.prompt_data import RLPrompt
     tok = build_tokenizer("")
     model = build_model(ModelConfig(), tok, seed=0)
     monkeypatch.setenv("COMPASS_PROGRESS", "0")
@@ -303,9 +303,9 @@ def test_a_later_mini_batch_clips_by_the_sampling_policys_entropy():
     policy, so the trainer takes the entropy the engine measured before the update: with every token's
     entropy c, every group's ε is α·c/log|V|, whatever the moved policy's own entropy is."""
     from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
-    from compass.rl.batch import build_batch
+    from compass.rl.trainer.batch import build_batch
     from compass.rl.config import RLConfig
-    from compass.rl.trainer_torch import policy_step
+    from compass.rl.trainer.torch_trainer import policy_step
     tok = build_tokenizer("")
     model = build_model(ModelConfig(), tok, seed=3)
     lo = len(tok.all_special_ids)

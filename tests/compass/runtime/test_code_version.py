@@ -32,7 +32,7 @@ def test_closure_follows_imports_lazy_ones_and_registry_strings():
             "compass.store.store", "compass.runtime.runner"} <= sft
     assert "compass.lm.sft.megatron_backend" in sft            # imported inside a function
     rl = set(cv.module_closure("stages.reasoning_rl"))
-    assert "compass.rl.trainer_megatron" in rl                 # looked up by the registry's "compass.rl.trainer_" prefix
+    assert "compass.rl.trainer.megatron_trainer" in rl                 # named in the trainer registry's module table
     assert "compass.rl.engine" in rl
     # every gym verifier, and the helpers only a verifier imports, through the registry's name prefix
     ev = set(cv.module_closure("stages.evaluation"))

@@ -8,7 +8,7 @@ import torch
 
 from compass.config import ConfigError, validate
 from stages.genrm.bradley_terry import bt_loss, bt_verdict, choose_tie_threshold
-from compass.rl.advantage_flips import FlipCount, flipped, group_advantages
+from compass.rl.algos.advantage_flips import FlipCount, flipped, group_advantages
 from stages.genrm.grpo import judge_prompts, verdict_reward
 from stages.genrm.pairs import screen_pairs, split_pairs
 from stages.genrm.rationale import evaluation, final_answer, rationale, step_check

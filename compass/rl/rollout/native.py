@@ -12,7 +12,7 @@ same maths with far fewer tensor ops per step (``compass bench vs-trl`` and
 - the MoE layer sorts rows by expert and runs one grouped matmul per projection;
 - rows that ended with eos leave the batch (their KV cache rows are dropped).
 
-Outputs are what the ``hf`` backend returns (``compass.rl.rollout``): ids, the sampler's
+Outputs are what the ``hf`` backend returns (``compass.rl.rollout.base``): ids, the sampler's
 log-probs and entropies (``logits / temperature``, the exact sampling distribution), and
 the experts every MoE layer picked at every position. The weights are read from the
 model at every ``generate`` (sharing the trainer's model costs no sync) or from a cast
@@ -31,7 +31,7 @@ import torch
 
 from compass.lm.model_config import is_moe
 from compass.lm.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
-from compass.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
+from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 __all__ = ["NativeRollout", "decode", "decode_rows", "pack", "unsupported"]
 
@@ -197,7 +197,7 @@ class NativeRollout(LocalModelRollout):
     def __init__(self, model, tok, *, max_batch_rows: int | None = None, **options):
         """``max_batch_rows``: decode at most this many rows at once (the KV cache's memory bound, what
         ``max_num_seqs`` is to vLLM); the prompts go in micro-batches in the order given, so a caller that
-        orders them longest first (compass.rl.length_balance.longest_first) batches like lengths together.
+        orders them longest first (compass.rl.sampling.length_balance.longest_first) batches like lengths together.
         None: every row in one batch."""
         why = unsupported(model.config)
         if why is not None:

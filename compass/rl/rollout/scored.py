@@ -3,14 +3,14 @@
 :func:`rollout_and_score` drives a rollout backend's ``generate_samples`` stream:
 
 - the prompts go out ordered or split by predicted work (``work``: ``n`` x predicted tokens per prompt,
-  :mod:`compass.rl.length_predict`): a Ray pool splits them over its actors with its partitioner and starts
+  :mod:`compass.rl.sampling.length_predict`): a Ray pool splits them over its actors with its partitioner and starts
   each actor's longest first; an in-process backend is one worker, so it gets them longest first;
 - each sample is handed to the scorer the moment it arrives: to the reward service's processes (a future;
   generation goes on meanwhile), or to the in-process score function (which holds the controller, but not
   the Ray actors, which keep generating); a batched scorer (``score_group``: the GenRM judge) gets each group
   once its last sample is in;
 - a sample without text (a backend run with ``detokenize=False``) is decoded first by ``detok``
-  (:class:`compass.rl.detokenize.DetokenizerPool`, in worker processes) or by the tokenizer in process.
+  (:class:`compass.rl.rollout.detokenize.DetokenizerPool`, in worker processes) or by the tokenizer in process.
 
 What it returns says where the time went: ``reward_exposed_s`` is the reward time nothing hid (with a Ray
 pool: from the last actor's finish to the last reward; in process: scoring in line plus the wait after the
@@ -25,8 +25,8 @@ from typing import Sequence
 
 import torch
 
-from compass.rl.detokenize import completion_text
-from compass.rl.length_balance import longest_first
+from compass.rl.rollout.detokenize import completion_text
+from compass.rl.sampling.length_balance import longest_first
 
 
 @dataclass

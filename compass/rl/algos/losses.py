@@ -6,7 +6,7 @@ Every loss has one signature
 - ``logp``       ``[B, T]`` float: log-prob of each completion token under the policy being trained (has grad)
 - ``old_logp``   ``[B, T]`` float: the same under the policy that sampled it (no grad)
 - ``advantages`` ``[B, T]`` float: one advantage per token (the estimators' shape,
-  :mod:`compass.rl.advantages`); sequence-level losses (GSPO) take a completion's mean
+  :mod:`compass.rl.algos.advantages`); sequence-level losses (GSPO) take a completion's mean
 - ``mask``       ``[B, T]`` bool/0-1: 1 on completion tokens, 0 on prompt and padding
 - ``entropy``    ``[B, T]`` (detached) and ``vocab_size`` |V|: what entropy-grouped losses (ESPO) read
 - ``settings``: the loss's own options (e.g. ``clip_eps``), the fields of its config entry
@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from compass.registry import Registry
-from compass.rl.advantages import completion_advantages
+from compass.rl.algos.advantages import completion_advantages
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 POLICY_LOSSES = Registry("policy loss")

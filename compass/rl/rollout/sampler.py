@@ -6,11 +6,11 @@ evaluation generates the way rollout does:
 
 - ``native``: the engine's KV-cache decoder (greedy at temperature 0);
 - ``hf``: transformers' ``generate`` (``compass.lm.chat.sample`` itself when ``workers`` is 0);
-- ``vllm``: the vLLM worker process (``compass.rl.rollout_vllm``; greedy is vLLM's temperature 0);
+- ``vllm``: the vLLM worker process (``compass.rl.rollout.vllm_client``; greedy is vLLM's temperature 0);
 - ``auto``: ``native`` where it supports the model, else ``hf``.
 
 With ``workers`` > 0 the backend runs in that many Ray actors, each on its own copy of the checkpoint,
-the prompts split over them by length (``compass.rl.rollout_ray.RayRolloutPool``): evaluating a large
+the prompts split over them by length (``compass.rl.rollout.ray_pool.RayRolloutPool``): evaluating a large
 checkpoint scales the way rollout does. Greedy results do not depend on the worker count; sampled ones
 are reproducible for a given count (shard seeds). Leaving the block closes the backend (stops a vLLM
 process, kills the actors).
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from compass.lm.chat import chat_prefix, sample
-from compass.rl.rollout import SamplingParams, get_rollout_backend
+from compass.rl.rollout.base import SamplingParams, get_rollout_backend
 
 BACKENDS = ("auto", "native", "hf", "vllm")
 
@@ -39,7 +39,7 @@ def open_sampler(backend: str, model, tok, *, workers: int = 0) -> Iterator[Call
         yield sample
         return
     if workers:
-        from compass.rl.rollout_ray import RayRolloutPool
+        from compass.rl.rollout.ray_pool import RayRolloutPool
         rollout = RayRolloutPool(backend, model, tok, workers=workers)
     else:
         rollout = get_rollout_backend(backend)(model, tok)

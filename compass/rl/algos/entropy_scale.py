@@ -80,7 +80,7 @@ def sample_entropies(model, tok, prompts: Sequence[str], *, group_size: int, max
                      temperature: float, seed: int, batch_prompts: int = 8) -> list[np.ndarray]:
     """Per-token entropies of ``group_size`` samples of each prompt (the ``hf`` rollout, as RL samples)."""
     from compass.lm.chat import chat_prefix
-    from compass.rl.rollout import SamplingParams, get_rollout_backend
+    from compass.rl.rollout.base import SamplingParams, get_rollout_backend
     rollout = get_rollout_backend("hf")(model, tok, dtype="float32")
     ids = [tok(chat_prefix(tok, p), add_special_tokens=False)["input_ids"] for p in prompts]
     out: list[np.ndarray] = []

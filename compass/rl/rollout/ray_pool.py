@@ -1,7 +1,7 @@
 """A pool of Ray actors, each running a registered rollout backend on its own copy of the policy.
 
 ``RayRolloutPool(backend_name, model, tok, workers=W, threads_per_worker=1, **options)`` is a
-rollout backend (:class:`compass.rl.rollout.RolloutBackend`) for the engine's single controller:
+rollout backend (:class:`compass.rl.rollout.base.RolloutBackend`) for the engine's single controller:
 
 - **start**: the model goes to the object store once, as plain data (config, generation
   config, dtype, state dict: :func:`compass.rl.ray_cluster.model_payload`), and so does the
@@ -15,7 +15,7 @@ rollout backend (:class:`compass.rl.rollout.RolloutBackend`) for the engine's si
   (:func:`plan_shards`: ``partitioner`` over each prompt's predicted cost, longest first within a
   shard; paper §3.1.1), every shard is sent at once, and each actor streams back the samples of
   every decode step that ended some (a Ray streaming generator), so rewards are scored while the
-  others still generate (§3.2.2). Every :class:`~compass.rl.rollout.Completion` field comes as the
+  others still generate (§3.2.2). Every :class:`~compass.rl.rollout.base.Completion` field comes as the
   backend made it (numpy arrays are copied out of the read-only object store). ``generate_stream``
   (whole groups) and ``generate`` (all, in prompt order) are built on it; :attr:`last_schedule`
   holds the step's per-actor finish times, makespan and idle shares.
@@ -30,7 +30,7 @@ rollout backend (:class:`compass.rl.rollout.RolloutBackend`) for the engine's si
   same completions for a given worker count and split only.
 - **sync_weights**: the state dict goes to the object store once and every actor copies it
   into its model in place (the inner backend's ``sync_weights``). An ``ObjectRef`` to a
-  state dict (e.g. :meth:`compass.rl.trainer_ray.RayTrainer.hf_state_dict_ref`) is passed on
+  state dict (e.g. :meth:`compass.rl.trainer.ray_actor.RayTrainer.hf_state_dict_ref`) is passed on
   as is, so trainer weights reach the rollout actors without a trip through the driver.
 - **close**: asks each backend to close (a vLLM worker process must be stopped), then kills
   the actors.
@@ -52,13 +52,13 @@ import numpy as np
 
 from compass.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
                                    start_actors)
-from compass.rl.length_balance import get_partitioner, longest_first, schedule_metrics
-from compass.rl.rollout import Completion, RolloutBackend, SamplingParams, get_rollout_backend
+from compass.rl.sampling.length_balance import get_partitioner, longest_first, schedule_metrics
+from compass.rl.rollout.base import Completion, RolloutBackend, SamplingParams, get_rollout_backend
 from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 
-log = logging.getLogger("compass.rl.rollout_ray")
+log = logging.getLogger("compass.rl.rollout.ray_pool")
 
 
 # backends whose ``share`` option defaults to True (reading the trainer's model in place)
@@ -82,9 +82,9 @@ def plan_shards(prompt_ids: Sequence[Sequence[int]], n: int, max_new_tokens: int
                 work: Sequence[float] | None = None, partitioner: str = "lpt") -> list[list[int]]:
     """Prompt indices for each of ``workers`` shards, longest predicted first within a shard.
 
-    ``work[i]`` is prompt ``i``'s predicted cost (``compass.rl.length_predict``: ``n`` x predicted tokens);
+    ``work[i]`` is prompt ``i``'s predicted cost (``compass.rl.sampling.length_predict``: ``n`` x predicted tokens);
     without it, ``n * (len(prompt_i) + max_new_tokens)``: its prefill plus the decode budget of its ``n``
-    samples. ``partitioner`` names a :data:`compass.rl.length_balance.PARTITIONERS` entry (``lpt``,
+    samples. ``partitioner`` names a :data:`compass.rl.sampling.length_balance.PARTITIONERS` entry (``lpt``,
     ``karmarkar_karp``, ``round_robin``). Deterministic; shards may be empty when there are fewer prompts
     than workers.
     """
@@ -156,7 +156,7 @@ def _own_arrays(c: Completion) -> None:
 
 
 class RayRolloutPool(RolloutBackend):
-    """A :class:`~compass.rl.rollout.RolloutBackend` whose work runs in ``workers`` Ray actors."""
+    """A :class:`~compass.rl.rollout.base.RolloutBackend` whose work runs in ``workers`` Ray actors."""
     takes_weight_refs = True            # sync_weights passes an ObjectRef on to the actors as is
 
     def __init__(self, backend_name: str, model, tok, *, workers: int, threads_per_worker: int = 1,
@@ -165,7 +165,7 @@ class RayRolloutPool(RolloutBackend):
         """``model`` (an HF causal LM) and ``tok`` are copied to every actor; ``options`` go to the
         backend's factory (``dtype``, ``record_routes``, ...); ``actor_options`` to Ray's
         ``.options()`` (default ``{"num_cpus": 0}``). ``partitioner``: how a step's prompts are split
-        (:data:`compass.rl.length_balance.PARTITIONERS`). ``max_actor_restarts``: actors that die are
+        (:data:`compass.rl.sampling.length_balance.PARTITIONERS`). ``max_actor_restarts``: actors that die are
         replaced this many times in the pool's life (their unfinished samples always go to the live ones).
         Raises ValueError for an unknown backend or partitioner name (before anything starts) or
         ``workers`` < 1; RuntimeError when an actor fails to build or is not placed within

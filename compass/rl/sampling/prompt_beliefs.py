@@ -1,6 +1,6 @@
 """What the run believes about each prompt's pass rate, and the pre-rollout skip and group size it drives.
 
-One Beta belief per prompt (``compass.rl.zero_variance``): the grader's pass rate as the prior, the
+One Beta belief per prompt (``compass.rl.sampling.zero_variance``): the grader's pass rate as the prior, the
 policy's own groups as evidence (older groups forgotten by ``forget``). A prompt with neither (ungraded,
 not yet drawn) borrows its task's pass rate pooled over this run's groups, at the prior's weight: the
 run's history of similar prompts is the best guess there is (empirical Bayes). Before rollout a prompt whose
@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from compass.rl.data import RLPrompt
-from compass.rl.zero_variance import (Belief, choose_group_size, prior_belief, skip_probability, update_belief,
+from compass.rl.sampling.prompt_data import RLPrompt
+from compass.rl.sampling.zero_variance import (Belief, choose_group_size, prior_belief, skip_probability, update_belief,
                                       zero_variance_prob)
 
 

@@ -3,7 +3,7 @@
 A *group* is the responses to one prompt, each with a true reward (1 correct, 0 wrong)
 and a model reward (a Bradley–Terry scalar, or the GenRM's better-or-equal reward
 against the reference). Model advantages are GRPO's, computed exactly as the RL engine
-does (``compass.rl.advantages.group_normalized``: ``(r - mean_g) / (std_g + eps)``, 0 for a group
+does (``compass.rl.algos.advantages.group_normalized``: ``(r - mean_g) / (std_g + eps)``, 0 for a group
 whose rewards are all equal). A response is **flipped** when
 
 * it is correct and its model advantage is negative (``< -tol``), or
@@ -28,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from compass.rl.advantages import group_normalized
+from compass.rl.algos.advantages import group_normalized
 
 
 def group_advantages(rewards: list[float], eps: float = 1e-6) -> list[float]:

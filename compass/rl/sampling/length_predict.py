@@ -1,4 +1,4 @@
-"""Predict each prompt's generation length before rollout (paper §3.1.1), for :mod:`compass.rl.length_balance`.
+"""Predict each prompt's generation length before rollout (paper §3.1.1), for :mod:`compass.rl.sampling.length_balance`.
 
 Two sources, cheapest first:
 

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from compass.rl.rollout import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
+from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 
 class HfRollout(LocalModelRollout):

@@ -12,8 +12,8 @@ import torch
 
 from compass.lm.model_config import is_moe
 from compass.lm.policy_forward import token_logprobs
-from compass.rl.losses import masked_mean, policy_loss
-from compass.rl.trainer import TrainerBackend, register_trainer_backend
+from compass.rl.algos.losses import masked_mean, policy_loss
+from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
 
 
 def _replay(model, routes):
@@ -25,7 +25,7 @@ def _replay(model, routes):
 
 def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None, old_entropy=None,
                 sink: dict | None = None) -> dict[str, float]:
-    """One policy-gradient step of the loss ``cfg.loss`` on a :func:`~compass.rl.batch.build_batch` batch.
+    """One policy-gradient step of the loss ``cfg.loss`` on a :func:`~compass.rl.trainer.batch.build_batch` batch.
 
     ``advantages`` ``[B, L-1]`` (per token); ``old_logp`` ``[B, L-1]``, or None for the
     detached log-probs of this same forward (a single update per batch: ratio 1).

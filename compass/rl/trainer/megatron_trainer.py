@@ -36,8 +36,8 @@ import torch
 from compass.lm.megatron_cpu_compat import apply_cpu_compat
 from compass.lm.megatron_convert import (copy_megatron_tensors, hf_weights, init_single_process,
                                         megatron_config_from_hf, megatron_from_hf, megatron_tensor_state)
-from compass.rl.losses import masked_mean, policy_loss
-from compass.rl.trainer import TrainerBackend, register_trainer_backend
+from compass.rl.algos.losses import masked_mean, policy_loss
+from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -50,7 +50,7 @@ def attention_mask_4d(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 class MegatronTrainer(TrainerBackend):
-    """A :class:`compass.rl.trainer.TrainerBackend` on megatron-core (see the module doc)."""
+    """A :class:`compass.rl.trainer.base.TrainerBackend` on megatron-core (see the module doc)."""
 
     name = "megatron"
 
@@ -175,7 +175,7 @@ class MegatronTrainer(TrainerBackend):
     def update(self, batch: dict[str, torch.Tensor], advantages: torch.Tensor, old_logp: torch.Tensor,
                cfg, routes: torch.Tensor | None = None,
                old_entropy: torch.Tensor | None = None) -> dict[str, float]:
-        """One AdamW step on ``cfg.loss`` through :func:`compass.rl.losses.policy_loss`, as the torch
+        """One AdamW step on ``cfg.loss`` through :func:`compass.rl.algos.losses.policy_loss`, as the torch
         trainer takes it.
 
         ``advantages`` ``[B, L-1]``; a loss that only accepts ``[B]`` gets the per-sequence mean over

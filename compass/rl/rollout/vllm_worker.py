@@ -1,6 +1,6 @@
 """The vLLM side of the ``vllm`` rollout backend: a script run by the second environment's Python.
 
-``compass/rl/rollout_vllm.py`` starts ``.venv-vllm/bin/python compass/rl/vllm_worker.py`` and
+``compass/rl/rollout/vllm_client.py`` starts ``.venv-vllm/bin/python compass/rl/rollout/vllm_worker.py`` and
 talks to it over the pipes: every message is an 8-byte little-endian length then a pickle,
 ``{"cmd": name, **args}`` in, ``{"ok": True, "result": ...}`` or ``{"ok": False, "error":
 traceback}`` out. The script imports only the standard library, numpy, torch, transformers

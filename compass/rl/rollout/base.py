@@ -33,7 +33,7 @@ from typing import Iterator, Protocol, Sequence
 import numpy as np
 
 from compass.registry import Registry
-from compass.rl.detokenize import completion_text
+from compass.rl.rollout.detokenize import completion_text
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class LocalModelRollout(RolloutBackend):
         self.shared = share and self.dtype == next(model.parameters()).dtype
         self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
         self.record_routes = record_routes
-        self.detokenize = detokenize         # False: text is None, the caller decodes (compass.rl.detokenize)
+        self.detokenize = detokenize         # False: text is None, the caller decodes (compass.rl.rollout.detokenize)
 
     def sync_weights(self, state_dict: dict) -> None:
         """Load the trainer's weights (HF names). A no-op when the rollout reads the trainer's model."""
@@ -145,6 +145,11 @@ ROLLOUT_BACKENDS = Registry("rollout backend")
 register_rollout_backend = ROLLOUT_BACKENDS.register
 
 
+# backend name -> the module that registers it, imported only when that backend is asked for
+ROLLOUT_BACKEND_MODULES = {"native": "compass.rl.rollout.native", "hf": "compass.rl.rollout.hf",
+                           "vllm": "compass.rl.rollout.vllm_client"}
+
+
 def get_rollout_backend(name: str):
-    """The factory of rollout backend ``name``, importing only its module (``compass.rl.rollout_<name>``)."""
-    return ROLLOUT_BACKENDS.lookup_in_module(name, "compass.rl.rollout_")
+    """The factory of rollout backend ``name``, importing only its module (``ROLLOUT_BACKEND_MODULES``)."""
+    return ROLLOUT_BACKENDS.lookup_in_module(name, ROLLOUT_BACKEND_MODULES)

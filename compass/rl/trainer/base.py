@@ -1,13 +1,13 @@
 """The trainer interface every backend implements (``torch``, ``megatron``), and its registry.
 
 A trainer owns the policy being optimised and its optimizer. Batches are the
-engine's teacher-forcing batches (:func:`compass.rl.batch.build_batch`):
+engine's teacher-forcing batches (:func:`compass.rl.trainer.batch.build_batch`):
 ``input_ids``/``attention_mask`` ``[B, L]`` long, ``completion_mask`` ``[B, L]`` bool.
 
 - ``logprobs(batch, routes=None) -> (logp, entropy)``: ``[B, L-1]`` float32 each,
   no grad (the old-log-prob recompute). ``logp[:, t]`` is log p(input_ids[:, t+1]).
 - ``update(batch, advantages, old_logp, cfg, routes=None) -> metrics``: one optimizer
-  step on the configured policy loss (:func:`compass.rl.losses.policy_loss`). ``advantages``
+  step on the configured policy loss (:func:`compass.rl.algos.losses.policy_loss`). ``advantages``
   ``[B, L-1]``: one per token, aligned with ``logp`` (the estimators' shape); ``old_logp`` ``[B, L-1]``.
 - ``routes``: ``[B, L, n_moe_layers, top_k]`` long or None. With routes, every MoE
   layer uses the recorded experts at each position (``-1`` = route freely), while the
@@ -79,6 +79,11 @@ TRAINER_BACKENDS = Registry("trainer backend")
 register_trainer_backend = TRAINER_BACKENDS.register
 
 
+# backend name -> the module that registers it, imported only when that backend is asked for
+TRAINER_BACKEND_MODULES = {"torch": "compass.rl.trainer.torch_trainer",
+                           "megatron": "compass.rl.trainer.megatron_trainer"}
+
+
 def get_trainer_backend(name: str):
-    """The factory of trainer backend ``name``, importing only its module (``compass.rl.trainer_<name>``)."""
-    return TRAINER_BACKENDS.lookup_in_module(name, "compass.rl.trainer_")
+    """The factory of trainer backend ``name``, importing only its module (``TRAINER_BACKEND_MODULES``)."""
+    return TRAINER_BACKENDS.lookup_in_module(name, TRAINER_BACKEND_MODULES)
