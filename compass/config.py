@@ -9,10 +9,10 @@ from __future__ import annotations
 import difflib
 import typing
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
 from compass.credentials import CredentialsInConfig
@@ -23,6 +23,20 @@ M = TypeVar("M", bound=BaseModel)
 class StrictModel(BaseModel):
     """Base for every config model: unknown keys are errors, values are validated on assignment."""
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:\d+)?)$"
+
+
+class ComputeSettings(StrictModel):
+    """Where a model computes and in what precision (resolved by ``compass.lm.device``, the one place that
+    decides). The defaults take the GPU when there is one, in bf16 mixed precision, and compute on the CPU in
+    fp32 otherwise."""
+    device: str = Field("auto", pattern=DEVICE_PATTERN, description="auto (the GPU when torch sees one, else "
+                                                                    "the CPU), cpu, cuda or cuda:N")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 on a GPU, fp32 on the CPU; bf16 is mixed precision (fp32 master weights, "
+                            "gradients and optimizer state; the forward and backward under autocast)")
 
 
 class ConfigError(ValueError):

@@ -100,7 +100,8 @@ def pack(model) -> PackedWeights:
                                   router, gate_up, down))
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     theta = cfg.rope_parameters["rope_theta"]
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=inner.embed_tokens.weight.device)
+                                / head_dim))
     return PackedWeights(embed=inner.embed_tokens.weight, layers=layers, norm=inner.norm.weight,
                          lm_head=model.lm_head.weight.t(), heads=cfg.num_attention_heads,
                          kv_heads=cfg.num_key_value_heads, head_dim=head_dim, eps=cfg.rms_norm_eps,
@@ -155,9 +156,10 @@ class KVCache:
     """Preallocated KV cache ``[rows, KVH, width, D]`` per layer, and which columns each row may attend to."""
 
     def __init__(self, w: PackedWeights, rows: int, width: int, dtype):
-        self.k = [torch.zeros(rows, w.kv_heads, width, w.head_dim, dtype=dtype) for _ in w.layers]
-        self.v = [torch.zeros(rows, w.kv_heads, width, w.head_dim, dtype=dtype) for _ in w.layers]
-        self.valid = torch.zeros(rows, 1, 1, width, dtype=torch.bool)
+        dev = w.embed.device                                    # the cache lives where the weights do
+        self.k = [torch.zeros(rows, w.kv_heads, width, w.head_dim, dtype=dtype, device=dev) for _ in w.layers]
+        self.v = [torch.zeros(rows, w.kv_heads, width, w.head_dim, dtype=dtype, device=dev) for _ in w.layers]
+        self.valid = torch.zeros(rows, 1, 1, width, dtype=torch.bool, device=dev)
 
     def keep(self, idx: torch.Tensor) -> None:
         self.k = [t.index_select(0, idx) for t in self.k]

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compass.config import StrictModel, moved_key_error
+from compass.config import DEVICE_PATTERN, ComputeSettings, StrictModel, moved_key_error
 
 
 class BalanceConfig(StrictModel):
@@ -66,6 +66,10 @@ class RolloutConfig(StrictModel):
     workers: int = Field(0, ge=0, description="0: the rollout runs in the controller's process; N: N Ray actors each "
                                               "run the rollout backend on a share of the prompts "
                                               "(compass.rl.rollout.ray_pool)")
+    device: str = Field("auto", pattern=DEVICE_PATTERN,
+                        description="where the native or hf rollout computes (auto: the GPU when torch sees one; in a "
+                                    "Ray actor given num_gpus, that GPU); on the trainer's device it shares or "
+                                    "copies the trainer's model, elsewhere it keeps a synced copy")
     max_new_tokens: int = Field(48, ge=1)
     max_new_tokens_by_task: dict[str, PositiveInt] = Field(
         default_factory=dict, description="a task's own token budget (at most max_new_tokens), e.g. short answers "
@@ -88,8 +92,9 @@ class RolloutConfig(StrictModel):
     detokenize_workers: int = Field(2, ge=1, description="processes for detokenize: processes")
 
 
-class TrainerConfig(StrictModel):
-    """The policy update."""
+class TrainerConfig(ComputeSettings):
+    """The policy update. ``device`` / ``precision``: where the torch trainer computes (the policy moves there, and
+    an in-process rollout that shares it with it); the megatron trainer places its own model."""
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
     actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer.ray_actor)")
     actor_resources: ActorResources = Field(default_factory=ActorResources,

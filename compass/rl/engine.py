@@ -41,7 +41,7 @@ from compass.rl.metrics_log import MetricsLog
 from compass.rl.sampling.prompt_beliefs import PromptBeliefs
 from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
-from compass.rl.rollout.base import RolloutBackend, SamplingParams, get_rollout_backend
+from compass.rl.rollout.base import RolloutBackend, SamplingParams, all_rollout_backends, get_rollout_backend
 from compass.rl.rollout.scored import rollout_and_score
 from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
                                      reward_audit, routing_metrics, step_row, zero_variance_tokens)
@@ -123,7 +123,9 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     ``compass.gym.service.RewardService`` to score with, owned (and closed) by the caller, e.g. one kept
     across many short calls; it takes the place of ``cfg.reward.workers``.
     """
-    _check_rollout_options(cfg, resolve_rollout_backend(cfg.rollout.backend, model))   # before any process starts
+    backend = resolve_rollout_backend(cfg.rollout.backend, model)
+    rollout_cls, trainer_cls = get_rollout_backend(backend), get_trainer_backend(cfg.trainer.backend)
+    _check_rollout_options(cfg, rollout_cls)       # before any process starts
     service = None
     if reward_service is not None:
         if score_fn is not None:
@@ -139,15 +141,15 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         trainer = RayTrainer(cfg.trainer.backend, model, cfg, threads=res.threads, actor_options=res.ray_options(),
                              restartable=state_dir is not None and cfg.trainer.max_restarts > 0)
     else:
-        trainer = get_trainer_backend(cfg.trainer.backend)(model, cfg)
-    backend = resolve_rollout_backend(cfg.rollout.backend, model)
+        trainer = trainer_cls(model, cfg)
     # same weights in the same precision on both sides (shared, or a copy synced every step)
-    same_policy = cfg.trainer.backend == "torch" and cfg.rollout.dtype == "float32" and backend in ("hf", "native")
+    same_policy = trainer_cls.updates_model_in_place and cfg.rollout.dtype == "float32" and rollout_cls.runs_model_here
     options = {"dtype": cfg.rollout.dtype}
-    if backend in ("hf", "native"):
+    if rollout_cls.runs_model_here:
         options["record_routes"] = cfg.trainer.router_replay or is_moe(model.config)
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
-    if backend == "native" and cfg.rollout.max_batch_rows is not None:
+        options["device"] = cfg.rollout.device
+    if cfg.rollout.max_batch_rows is not None:
         options["max_batch_rows"] = cfg.rollout.max_batch_rows
     if cfg.rollout.quantization is not None:
         options["engine_kwargs"] = {"quantization": cfg.rollout.quantization}
@@ -164,7 +166,7 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
                                      threads_per_worker=res.threads or 1, actor_options=res.ray_options(),
                                      partitioner=cfg.rollout.balance.partitioner, **options)
         else:
-            rollout = get_rollout_backend(backend)(model, tok, **options)
+            rollout = rollout_cls(model, tok, **options)
         if cfg.rollout.detokenize == "processes":
             from compass.rl.rollout.detokenize import DetokenizerPool
             detok = DetokenizerPool(tok, cfg.rollout.detokenize_workers)
@@ -186,16 +188,22 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
             service.close()
 
 
-def _check_rollout_options(cfg: RLConfig, backend: str) -> None:
-    """Rollout settings only some backends honour: a clear error naming the setting, before anything starts."""
-    r = cfg.rollout
-    if r.quantization is not None and backend != "vllm":
-        raise ValueError(f"rollout.quantization {r.quantization!r} needs the vllm backend, not {backend}")
-    if r.max_new_tokens_by_task and backend != "native":
-        raise ValueError(f"rollout.max_new_tokens_by_task needs the native backend, not {backend}")
-    if r.detokenize != "backend" and backend not in ("hf", "native"):
-        raise ValueError(f"rollout.detokenize {r.detokenize!r} needs the hf or native backend ({backend} decodes "
-                         f"its own text)")
+def _check_rollout_options(cfg: RLConfig, rollout_cls: type[RolloutBackend]) -> None:
+    """Rollout settings only some backends honour (their class flags say which): a clear error naming the
+    setting and the backends that take it, before anything starts."""
+    r, name = cfg.rollout, rollout_cls.name
+
+    def able(flag: str) -> str:
+        return " or ".join(sorted(n for n, c in all_rollout_backends().items() if getattr(c, flag))) or "no"
+    if r.quantization is not None and not rollout_cls.quantizes:
+        raise ValueError(f"rollout.quantization {r.quantization!r} needs the {able('quantizes')} backend, not {name}")
+    if r.max_new_tokens_by_task and not rollout_cls.per_prompt_budgets:
+        raise ValueError(f"rollout.max_new_tokens_by_task needs the {able('per_prompt_budgets')} backend, not {name}")
+    if r.max_batch_rows is not None and not rollout_cls.row_micro_batches:
+        raise ValueError(f"rollout.max_batch_rows needs the {able('row_micro_batches')} backend, not {name}")
+    if r.detokenize != "backend" and not rollout_cls.runs_model_here:
+        raise ValueError(f"rollout.detokenize {r.detokenize!r} needs the {able('runs_model_here')} backend ({name} "
+                         f"decodes its own text)")
 
 
 def resolve_rollout_backend(name: str, model) -> str:
@@ -305,7 +313,7 @@ class _Loop:
 
     def trained_weights_to_model(self) -> None:
         """Load the trainer's weights into the driver's HF model when the trainer trains its own copy."""
-        if self.cfg.trainer.backend != "torch" or self.cfg.trainer.actor:
+        if not type(self.trainer).updates_model_in_place:        # a RayTrainer's copy, or Megatron's own
             with torch.no_grad():
                 self.model.load_state_dict(self.trainer.hf_state_dict())
 

@@ -21,12 +21,13 @@ from typing import Callable, Sequence
 from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.score import Reward, judge as rules_judge
 from compass.rl.algos.advantage_flips import advantage_flips
+from compass.rl.rollout.scored import GroupJudge
 from compass.rl.sampling.prompt_data import RLPrompt, verifier_type
 
 DEFAULT_JUDGED = ("title_rules",)
 
 
-class GenRMReward:
+class GenRMReward(GroupJudge):
     def __init__(self, judge: GenRMJudge, *, judged_types: Sequence[str] = DEFAULT_JUDGED,
                  pass_threshold: float = 0.5, rules: Callable[[str, str, str], Reward] = rules_judge):
         self.judge, self.judged_types, self.pass_threshold, self.rules = judge, set(judged_types), pass_threshold, rules

@@ -22,12 +22,12 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import Field
 
-from compass.config import StrictModel
+from compass.config import ComputeSettings, StrictModel
 
 log = logging.getLogger("compass.data_filter")
 
 
-class GradingConfig(StrictModel):
+class GradingConfig(ComputeSettings):
     """How RL prompts get their difficulty level."""
     enabled: bool = Field(True, description="grade rl_prompts; off = difficulty stays as given (or null)")
     model: str | None = Field(None, description="local Hugging Face checkpoint folder to grade with as is; "
@@ -101,7 +101,8 @@ def _grader(cfg: GradingConfig, base_dir: Path | None, sft: pa.Table):
                      len(encoded), skipped)
             m = train_sft(model, tok, encoded, steps=cfg.train_steps, batch_size=cfg.batch_size, lr=cfg.lr,
                           warmup_steps=10, weight_decay=0.0, grad_clip=1.0, seed=cfg.seed,
-                          log_every=max(1, cfg.train_steps // 4), logger=log, desc="grader")
+                          log_every=max(1, cfg.train_steps // 4), logger=log, desc="grader",
+                          device=cfg.device, precision=cfg.precision)
             info.update(grader_trained_steps=cfg.train_steps, grader_final_loss=round(m["losses"][-1], 4),
                         grader_train_s=round(m["train_s"], 1))
     return (model, tok), info

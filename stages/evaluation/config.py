@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compass.config import StrictModel
+from compass.config import ComputeSettings, StrictModel
 
 # the checkpoints a run made, in recipe order, and what each stage started from (the change it made);
 # ``model`` is the one being evaluated (the final one in the pipeline); the others are optional
@@ -37,7 +37,7 @@ class LmEvalConfig(StrictModel):
         return self
 
 
-class EvalConfig(StrictModel):
+class EvalConfig(ComputeSettings):
     """Sample each eval prompt, score it with the gym, report accuracy per suite."""
     seed: int = 0
     samples_per_prompt: int = Field(1, ge=1)

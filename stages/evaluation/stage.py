@@ -28,6 +28,7 @@ from collections import defaultdict
 
 import pyarrow as pa
 
+from compass.lm.device import place_for_inference
 from compass.gym.reasons import is_verifier_fault
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
@@ -239,6 +240,7 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     for slot in [s for s in CHECKPOINTS if s in inputs]:          # recipe order, the evaluated one last
         art = inputs[slot]
         model, tok = load_checkpoint(art.local_dir())
+        place_for_inference(model, config.device, config.precision)
         with open_sampler(config.backend, model, tok, workers=config.workers) as generate:
             log.info("evaluating %s (%s) on %d prompts x %d sample(s), %s%s", LABELS[slot], art.uri, len(rows),
                      config.samples_per_prompt, getattr(generate, "backend", "hf"),

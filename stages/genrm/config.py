@@ -1,6 +1,6 @@
 from pydantic import Field
 
-from compass.config import StrictModel
+from compass.config import ComputeSettings, StrictModel
 from compass.rl.config import RLConfig
 
 
@@ -16,7 +16,7 @@ class BradleyTerryConfig(StrictModel):
     lr: float = Field(1e-3, gt=0)
 
 
-class GenRMConfig(StrictModel):
+class GenRMConfig(ComputeSettings):
     """Generative reward model: a warm start on programmatic rationales, then GRPO on verdict correctness
     (paper §2.5.2), judged on held-out pairs beside a Bradley–Terry baseline."""
     seed: int = 0

@@ -3,7 +3,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from compass.config import StrictModel
+from compass.config import DEVICE_PATTERN, StrictModel
 
 Method = Literal["ties", "task_arithmetic", "dare_ties"]
 
@@ -96,6 +96,9 @@ class MergeConfig(StrictModel):
     when ``sweep.densities`` is None; ``normalize``, ``dtype`` and ``seed`` apply to all).
     """
     method: Method = "ties"
+    device: str = Field("auto", pattern=DEVICE_PATTERN, description="where mergekit merges and the sweep scores: "
+                                                                    "auto (the GPU when torch sees one), cpu, "
+                                                                    "cuda or cuda:N")
     density: float = Field(0.7, gt=0, le=1, description="share of each task vector kept (ties, dare_ties)")
     thinking_weight: float = Field(0.7, ge=0)
     domain_weight: float = Field(0.3, ge=0)

@@ -122,7 +122,8 @@ def _alias_dir(src: Path, root: Path) -> Path:
 
 
 def run_mergekit(config: MergeConfig, paths: dict[str, Path], out_dir: Path, scratch: Path) -> dict:
-    """Run mergekit's ``run_merge`` on CPU into ``out_dir``; returns the document it ran."""
+    """Run mergekit's ``run_merge`` on ``config.device`` (the GPU when there is one) into ``out_dir``; returns the
+    document it ran."""
     from mergekit.config import MergeConfiguration
     from mergekit.io.tasks import LoaderCache
     from mergekit.merge import run_merge
@@ -133,7 +134,8 @@ def run_mergekit(config: MergeConfig, paths: dict[str, Path], out_dir: Path, scr
         paths["domain"] = _alias_dir(paths["domain"], scratch)
     doc = mergekit_document(config, {k: str(v) for k, v in paths.items()})
     merge_config = MergeConfiguration.model_validate(doc)
-    options = MergeOptions(device="cpu", copy_tokenizer=True, lazy_unpickle=False, low_cpu_memory=False,
+    from compass.lm.device import resolve_device
+    options = MergeOptions(device=str(resolve_device(config.device)), copy_tokenizer=True, lazy_unpickle=False, low_cpu_memory=False,
                            write_model_card=False, random_seed=config.seed, quiet=True,
                            trust_remote_code=False, safe_serialization=True)
     try:
@@ -215,8 +217,10 @@ def _check_finite(sd: dict, config: MergeConfig, inputs: dict[str, Artifact]) ->
 on_candidate_scored = None
 
 
-def _score(model, tok, dev: list[dict], sweep, uri: str) -> dict:
+def _score(model, tok, dev: list[dict], sweep, uri: str, device: str = "auto") -> dict:
+    from compass.lm.device import resolve_device
     from compass.lm.suite_scoring import greedy_score
+    model.to(resolve_device(device))             # scored where the config says; its weights stay fp32
     per_domain = sw.domain_scores(greedy_score(model, tok, dev, max_new_tokens=sweep.max_new_tokens, seed=sweep.seed,
                                                model_uri=uri, batch_size=sweep.batch_size))
     return {"domains": per_domain, "home": sw.home_scores(per_domain, sweep)}
@@ -256,7 +260,7 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
     tok = _load_tokenizer(dirs["base"])
     for home in sw.HOMES:
         if home not in state["parents"]:
-            state["parents"][home] = _score(_load_model(dirs[home]), tok, dev, sweep, inputs[home].uri)
+            state["parents"][home] = _score(_load_model(dirs[home]), tok, dev, sweep, inputs[home].uri, config.device)
             save_state(state_dir, STATE_FILE, state)
         log.info("merge: %s parent: dev thinking home %.3f, domain home %.3f", home,
                  state["parents"][home]["home"]["thinking"], state["parents"][home]["home"]["domain"])
@@ -275,7 +279,7 @@ def _run_sweep(config: MergeConfig, inputs: dict[str, Artifact], dirs: dict[str,
             merge_s = time.perf_counter() - t1
             model = _load_model(tmp / "out")
             _check_finite(model.state_dict(), mc, inputs)
-            res = _score(model, tok, dev, sweep, c.name)
+            res = _score(model, tok, dev, sweep, c.name, config.device)
             del model
             res["margins"] = sw.margins(res["home"], parents)
             state["candidates"][c.name] = res

@@ -2,10 +2,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compass.config import StrictModel
+from compass.config import ComputeSettings
 
 
-class SFTConfig(StrictModel):
+class SFTConfig(ComputeSettings):
     """Supervised fine-tuning on (prompt, response) pairs; defaults are small, fast values for tests."""
     seed: int = 0
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer: torch (the HF model) or megatron "

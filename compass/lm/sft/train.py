@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from compass.lm.chat import collate, encode_sft_pair
+from compass.lm.device import autocast, compute_dtype, model_device, resolve_device, to_device
 from compass.progress import progress, step_level
 from compass.runtime.stage_state import load_state, save_state
 from compass.lm.policy_forward import split_head
@@ -83,7 +84,7 @@ def packed_loss_sum(model, samples: list[Sample], pad_id: int, pack_len: int) ->
 
 def padded_loss_sum(model, samples: list[Sample], pad_id: int) -> tuple[torch.Tensor, dict]:
     """The same sum through transformers' own forward on right-padded rows (one sample per row)."""
-    batch = collate(samples, pad_id)
+    batch = to_device(collate(samples, pad_id), model_device(model))
     labels = batch["labels"][:, 1:]
     sel = labels != IGNORE
     parts = split_head(model)
@@ -181,6 +182,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
               grad_accum_steps: int = 1, min_lr_ratio: float = 1.0, packing: bool = False,
               pack_len: int | None = None, heldout: list[Sample] | None = None, eval_every: int = 0,
               state_dir=None, checkpoint_every: int = 0, backend: str = "torch",
+              device: str = "auto", precision: str = "auto",
               on_step: Callable[[int], None] | None = None) -> dict:
     """AdamW steps on seeded batches (each epoch a fresh shuffle of ``encoded``).
 
@@ -192,7 +194,9 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     before training, every ``eval_every`` steps and at the end. ``state_dir`` + ``checkpoint_every``:
     save the trainer state every K steps and resume from it when one is there. ``backend``: ``torch``
     trains ``model`` itself; ``megatron`` trains a megatron-core copy and writes the result back into
-    ``model`` at the end (:func:`make_sft_backend`). ``on_step(n)`` is
+    ``model`` at the end (:func:`make_sft_backend`). ``device`` / ``precision``: where the torch backend
+    trains and in what precision (:mod:`compass.lm.device`; the model is moved there and stays there).
+    ``on_step(n)`` is
     called after each step (``n`` steps done, state saved), e.g. to inject a fault in tests.
 
     Returns metrics: per-step ``losses`` and ``lrs``, ``tokens`` (real tokens seen),
@@ -200,6 +204,12 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     ``train_s`` (seconds in training steps), ``train_cpu_s`` (this process's CPU seconds in them), ``heldout`` (list of {step, loss}),
     ``resumed_from_step`` (None on a fresh start), ``mode`` (packed/padded), ``fallback_reason``, ``backend``.
     """
+    if backend == "torch":
+        dev = resolve_device(device)
+        model.to(dev)
+    else:                                       # megatron places its own model
+        dev = model_device(model)
+    amp = compute_dtype(dev, precision)
     net = make_sft_backend(backend, model, tok.pad_token_id, packing=packing, pack_len=pack_len, logger=logger,
                            seed=seed)
     torch.manual_seed(seed)
@@ -231,7 +241,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     def eval_heldout(done: int) -> None:
         if heldout and not any(h["step"] == done for h in heldout_hist):
             net.eval()
-            heldout_hist.append({"step": done, "loss": mean_loss(net, heldout)})
+            with autocast(dev, amp):
+                heldout_hist.append({"step": done, "loss": mean_loss(net, heldout)})
             net.train()
             logger.log(step_level(), "%s step %d/%d held-out loss %.4f", desc, done, steps,
                        heldout_hist[-1]["loss"])
@@ -259,7 +270,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
             g["lr"] = lr_now
         step_loss = 0.0
         for mb in micro_batches:
-            loss_sum, c = net(mb)
+            with autocast(dev, amp):
+                loss_sum, c = net(mb)
             (loss_sum / n_sup).backward()
             step_loss += float(loss_sum.detach())
             counts["tokens"] += c["tokens"]

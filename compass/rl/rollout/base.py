@@ -24,6 +24,11 @@ Capabilities a backend may lack (the protocol's defaults say so; the engine asks
   every sample once ``generate`` returns. ``generate_stream`` is the same by whole groups;
 - ``takes_weight_refs``: ``sync_weights`` also accepts the trainer's ``hf_state_dict_ref()``
   (weights that go from a trainer actor to rollout actors without the controller); default False.
+
+Abilities are class attributes (flags), so the engine, the Ray pool and the evaluation sampler ask the
+backend's class before building it and never compare names (see :class:`RolloutBackend`). A new backend
+is one file that subclasses :class:`RolloutBackend`, sets its flags and registers itself, plus its line
+in ``ROLLOUT_BACKEND_MODULES``.
 """
 from __future__ import annotations
 
@@ -63,7 +68,15 @@ class Completion:
 class RolloutBackend(Protocol):
     """What the engine calls on a rollout; backends subclass it to inherit the capability defaults."""
     name: str
-    takes_weight_refs: bool = False
+    # -- abilities (class flags; the defaults are a backend that lacks them) --------------------------
+    runs_model_here: bool = False     # the HF model in this process: options share, record_routes, detokenize
+    seeded_streams: bool = False      # draws follow SamplingParams.streams: a prompt's samples are the same on any shard
+    per_prompt_budgets: bool = False  # honours SamplingParams.budgets (rollout.max_new_tokens_by_task)
+    row_micro_batches: bool = False   # option max_batch_rows: decode at most that many rows at once
+    quantizes: bool = False           # option engine_kwargs={"quantization": ...} (rollout.quantization)
+    takes_weight_refs: bool = False   # sync_weights accepts a trainer's hf_state_dict_ref()
+    splits_by_work: bool = False      # generate_samples takes the prompts' predicted work and orders it itself
+                                      # (a Ray pool), reporting its plan in last_schedule
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int,
                  sampling: SamplingParams) -> list[list[Completion]]: ...
@@ -100,20 +113,28 @@ class LocalModelRollout(RolloutBackend):
     ``sync_weights`` loads every step's new weights into it.
 
     ``detokenize`` False leaves ``Completion.text`` None: the engine decodes in worker processes instead.
+
+    ``device``: where the rollout computes (:func:`compass.lm.device.resolve_device`; None: where ``model``
+    is). A rollout on another device than the model keeps its own copy there, synced like a dtype copy.
     """
     name = "local"
+    runs_model_here = True
 
     def __init__(self, model, tok, *, dtype: str = "float32", record_routes: bool = False, share: bool = True,
-                 detokenize: bool = True):
+                 detokenize: bool = True, device: str | None = None):
         import copy
         import torch
+
+        from compass.lm.device import model_device, resolve_device
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
         if dtype not in dtypes:
             raise ValueError(f"{self.name} rollout: dtype must be one of {sorted(dtypes)}, got {dtype!r}")
         self.tok = tok
         self.dtype = dtypes[dtype]
-        self.shared = share and self.dtype == next(model.parameters()).dtype
-        self.model = model if self.shared else copy.deepcopy(model).to(self.dtype)
+        here = model_device(model)
+        self.device = here if device is None else resolve_device(device)
+        self.shared = share and self.dtype == next(model.parameters()).dtype and self.device == here
+        self.model = model if self.shared else copy.deepcopy(model).to(device=self.device, dtype=self.dtype)
         self.record_routes = record_routes
         self.detokenize = detokenize         # False: text is None, the caller decodes (compass.rl.rollout.detokenize)
 
@@ -140,7 +161,7 @@ class LocalModelRollout(RolloutBackend):
                           finished=bool(ids) and ids[-1] == eos)
 
 
-# name -> factory(model, tok, **options) returning a RolloutBackend (options: dtype, record_routes, share, ...)
+# name -> the backend's class, called as cls(model, tok, **options) (options: dtype, record_routes, share, ...)
 ROLLOUT_BACKENDS = Registry("rollout backend")
 register_rollout_backend = ROLLOUT_BACKENDS.register
 
@@ -150,6 +171,12 @@ ROLLOUT_BACKEND_MODULES = {"native": "compass.rl.rollout.native", "hf": "compass
                            "vllm": "compass.rl.rollout.vllm_client"}
 
 
-def get_rollout_backend(name: str):
-    """The factory of rollout backend ``name``, importing only its module (``ROLLOUT_BACKEND_MODULES``)."""
+def get_rollout_backend(name: str) -> type[RolloutBackend]:
+    """The class of rollout backend ``name`` (its flags, and its constructor), importing only its module (``ROLLOUT_BACKEND_MODULES``)."""
     return ROLLOUT_BACKENDS.lookup_in_module(name, ROLLOUT_BACKEND_MODULES)
+
+
+def all_rollout_backends() -> dict[str, type[RolloutBackend]]:
+    """Every registered backend's class by name (imports each backend's module; the heavy parts of a
+    backend, such as vLLM's environment, load only when it is built)."""
+    return {name: get_rollout_backend(name) for name in ROLLOUT_BACKEND_MODULES}

@@ -20,6 +20,7 @@ import torch
 from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 
+@register_rollout_backend("hf")
 class HfRollout(LocalModelRollout):
     name = "hf"
 
@@ -31,10 +32,11 @@ class HfRollout(LocalModelRollout):
         tok, model = self.tok, self.model
         pad, eos = tok.pad_token_id, tok.eos_token_id
         width = max(len(p) for p in prompt_ids)
-        ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long)       # left padding
+        dev = next(model.parameters()).device                                    # inputs where the model is
+        ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long, device=dev)   # left padding
         attn = torch.zeros_like(ids)
         for i, p in enumerate(prompt_ids):
-            ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long, device=dev)
             attn[i, width - len(p):] = 1
         torch.manual_seed(sampling.seed)
         greedy = sampling.temperature == 0       # evaluation; log-probs are then the untempered distribution's
@@ -54,8 +56,8 @@ class HfRollout(LocalModelRollout):
         gen = out.sequences[:, width:]                                           # [B*n, T]
         logits = torch.stack(out.logits, dim=1).float() / (1.0 if greedy else sampling.temperature)  # [B*n, T, V]
         logprobs_all = torch.log_softmax(logits, dim=-1)
-        token_logp = logprobs_all.gather(-1, gen.unsqueeze(-1)).squeeze(-1)     # [B*n, T]
-        entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)                  # [B*n, T]
+        token_logp = logprobs_all.gather(-1, gen.unsqueeze(-1)).squeeze(-1).cpu()   # [B*n, T]
+        entropy = (-(logprobs_all.exp() * logprobs_all).sum(-1)).cpu()             # [B*n, T]
         routes = (rec.routes(seq_len=out.sequences.shape[1], rows=out.sequences.shape[0])
                   if self.record_routes else None)                               # [B*n, width+T, layers, k]
         results: list[list[Completion]] = [[] for _ in prompt_ids]
@@ -68,7 +70,3 @@ class HfRollout(LocalModelRollout):
                                                      entropy[row, :length].numpy(), r))
         return results
 
-
-@register_rollout_backend("hf")
-def make_hf_rollout(model, tok, **options) -> HfRollout:
-    return HfRollout(model, tok, **options)

@@ -97,31 +97,31 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
 
     Rows that produced eos leave the batch once at least ``compact_at`` of the active rows have.
     """
-    dtype = w.embed.dtype
+    dtype, dev = w.embed.dtype, w.embed.device           # every tensor of the decode lives with the weights
     if sampling.streams is not None and len(sampling.streams) != len(prompt_ids):
         raise ValueError(f"sampling.streams has {len(sampling.streams)} entries for {len(prompt_ids)} prompts")
     # row (prompt p, sample s) draws from stream streams[p] + s (default p * n + s: its place in this call)
-    first = (torch.tensor(sampling.streams, dtype=torch.long) if sampling.streams is not None
-             else torch.arange(len(prompt_ids), dtype=torch.long) * n)
-    streams = first.repeat_interleave(n) + torch.arange(n, dtype=torch.long).repeat(len(prompt_ids))
+    first = (torch.tensor(sampling.streams, dtype=torch.long, device=dev) if sampling.streams is not None
+             else torch.arange(len(prompt_ids), dtype=torch.long, device=dev) * n)
+    streams = first.repeat_interleave(n) + torch.arange(n, dtype=torch.long, device=dev).repeat(len(prompt_ids))
     P, T = len(prompt_ids), sampling.max_new_tokens
     if sampling.budgets is not None and len(sampling.budgets) != P:
         raise ValueError(f"sampling.budgets has {len(sampling.budgets)} entries for {P} prompts")
     # a row is cut at its prompt's budget (as at max_new_tokens: not finished)
-    limit = (torch.tensor(sampling.budgets, dtype=torch.long).clamp(1, T).repeat_interleave(n)
+    limit = (torch.tensor(sampling.budgets, dtype=torch.long, device=dev).clamp(1, T).repeat_interleave(n)
              if sampling.budgets is not None else None)
     W = max(len(p) for p in prompt_ids)
-    ids = torch.zeros(P, W, dtype=torch.long)
-    real = torch.zeros(P, W, dtype=torch.bool)
+    ids = torch.zeros(P, W, dtype=torch.long, device=dev)
+    real = torch.zeros(P, W, dtype=torch.bool, device=dev)
     for i, p in enumerate(prompt_ids):                                           # left padding
-        ids[i, W - len(p):] = torch.tensor(list(p), dtype=torch.long)
+        ids[i, W - len(p):] = torch.tensor(list(p), dtype=torch.long, device=dev)
         real[i, W - len(p):] = True
     pos = (real.long().cumsum(-1) - 1).clamp(min=0)
     cache = KVCache(w, P, W + T, dtype)
     cache.valid[:, 0, 0, :W] = real
-    causal = torch.ones(W, W, dtype=torch.bool).tril()
+    causal = torch.ones(W, W, dtype=torch.bool, device=dev).tril()
     # a pad query may see itself: a row with no key at all would give NaN, and NaN values poison every query
-    mask = (causal & real[:, None, :]) | torch.eye(W, dtype=torch.bool)
+    mask = (causal & real[:, None, :]) | torch.eye(W, dtype=torch.bool, device=dev)
     routes_pre: list | None = [] if record_routes else None
     hid = forward_layers(w, w.embed[ids], pos, mask[:, None], cache=cache, col=0, routes=routes_pre)
     last = hid[:, -1]                                                            # [P, hidden]
@@ -130,14 +130,15 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
     last = last.repeat_interleave(n, 0)
     next_pos = real.sum(-1).repeat_interleave(n)                                 # [B]
     B = P * n
-    active = torch.arange(B)
-    out_ids = torch.zeros(B, T, dtype=torch.long)
-    out_lp = torch.zeros(B, T, dtype=torch.float32)
-    out_ent = torch.zeros(B, T, dtype=torch.float32)
-    lengths = torch.full((B,), T, dtype=torch.long)
+    active = torch.arange(B, device=dev)
+    out_ids = torch.zeros(B, T, dtype=torch.long, device=dev)
+    out_lp = torch.zeros(B, T, dtype=torch.float32, device=dev)
+    out_ent = torch.zeros(B, T, dtype=torch.float32, device=dev)
+    lengths = torch.full((B,), T, dtype=torch.long, device=dev)
     n_layers = len(routes_pre) if routes_pre else 0
-    routes_gen = torch.full((B, T, n_layers, w.top_k), -1, dtype=torch.int16) if record_routes and n_layers else None
-    running = torch.ones(B, dtype=torch.bool)                                    # per active row
+    routes_gen = (torch.full((B, T, n_layers, w.top_k), -1, dtype=torch.int16, device=dev)
+                  if record_routes and n_layers else None)
+    running = torch.ones(B, dtype=torch.bool, device=dev)                        # per active row
     pre: torch.Tensor | None = None                                              # [P, W, L, k] prompt routes
 
     def row(b: int) -> dict:
@@ -145,9 +146,9 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
         r = None
         if pre is not None:
             plen = len(prompt_ids[b // n])
-            r = torch.cat([pre[b // n, W - plen:], routes_gen[b, :L]], 0).numpy()
-        return {"ids": out_ids[b, :L].tolist(), "logprobs": out_lp[b, :L].numpy().copy(),
-                "entropies": out_ent[b, :L].numpy().copy(), "routes": r}
+            r = torch.cat([pre[b // n, W - plen:], routes_gen[b, :L]], 0).cpu().numpy()
+        return {"ids": out_ids[b, :L].tolist(), "logprobs": out_lp[b, :L].cpu().numpy().copy(),
+                "entropies": out_ent[b, :L].cpu().numpy().copy(), "routes": r}
     if routes_pre:
         pre = torch.stack(routes_pre, 2).to(torch.int16)
     greedy = sampling.temperature == 0
@@ -191,8 +192,12 @@ def decode_rows(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, s
         yield [(int(b), row(int(b))) for b in active[running]]
 
 
+@register_rollout_backend("native")
 class NativeRollout(LocalModelRollout):
     name = "native"
+    seeded_streams = True
+    per_prompt_budgets = True
+    row_micro_batches = True
 
     def __init__(self, model, tok, *, max_batch_rows: int | None = None, **options):
         """``max_batch_rows``: decode at most this many rows at once (the KV cache's memory bound, what
@@ -232,7 +237,3 @@ class NativeRollout(LocalModelRollout):
                 yield [(at + b // n, b % n, self.completion(r["ids"], r["logprobs"], r["entropies"], r["routes"]))
                        for b, r in done]
 
-
-@register_rollout_backend("native")
-def make_native_rollout(model, tok, **options) -> NativeRollout:
-    return NativeRollout(model, tok, **options)

@@ -61,14 +61,6 @@ import ray  # noqa: E402,I001  (after compass.rl.ray_cluster, which sets Ray's e
 log = logging.getLogger("compass.rl.rollout.ray_pool")
 
 
-# backends whose ``share`` option defaults to True (reading the trainer's model in place)
-SHARING_BACKENDS = ("hf", "native")
-
-
-# backends whose random draws follow SamplingParams.streams (counter-based): one seed for every shard
-STREAM_BACKENDS = ("native",)
-
-
 def shard_seed(seed: int, shard: int, workers: int) -> int:
     """For backends that sample from their own generator: shard ``shard`` of ``workers`` samples with seed
     ``seed * workers + shard``, distinct for every (seed, shard) pair at a given ``workers`` (one keeps
@@ -120,7 +112,7 @@ class _RolloutActor:
         self.backend = get_rollout_backend(backend_name)(model_from_payload(payload), tok, **options)
         if getattr(self.backend, "shared", False):
             raise RuntimeError(f"the {backend_name} rollout shares its model with a trainer, which an actor's copy "
-                               f"never is: pass share=False (or add {backend_name!r} to SHARING_BACKENDS)")
+                               f"never is: pass share=False (or set runs_model_here on its class)")
 
     def ready(self) -> int:
         return os.getpid()
@@ -158,6 +150,7 @@ def _own_arrays(c: Completion) -> None:
 class RayRolloutPool(RolloutBackend):
     """A :class:`~compass.rl.rollout.base.RolloutBackend` whose work runs in ``workers`` Ray actors."""
     takes_weight_refs = True            # sync_weights passes an ObjectRef on to the actors as is
+    splits_by_work = True
 
     def __init__(self, backend_name: str, model, tok, *, workers: int, threads_per_worker: int = 1,
                  actor_options: dict | None = None, ready_timeout_s: float = 600.0, partitioner: str = "lpt",
@@ -174,11 +167,11 @@ class RayRolloutPool(RolloutBackend):
             raise ValueError(f"RayRolloutPool: workers must be >= 1, got {workers}")
         if threads_per_worker < 1:
             raise ValueError(f"RayRolloutPool: threads_per_worker must be >= 1, got {threads_per_worker}")
-        get_rollout_backend(backend_name)      # an unknown name fails here, with the known ones listed
+        self.backend_cls = get_rollout_backend(backend_name)     # an unknown name fails here, listing the known
         get_partitioner(partitioner)
         ensure_ray()
         options = dict(options)
-        if backend_name in SHARING_BACKENDS or "share" in options:    # the actor's model is a copy: weights must sync
+        if self.backend_cls.runs_model_here or "share" in options:    # the actor's model is a copy: weights must sync
             options["share"] = False
         self.name, self.workers, self.threads_per_worker = backend_name, workers, threads_per_worker
         self.partitioner, self.restarts_left = partitioner, max_actor_restarts
@@ -196,7 +189,7 @@ class RayRolloutPool(RolloutBackend):
         call's seed, and each prompt's random stream as if the call ran in one batch (:func:`with_streams`)."""
         plan = plan_shards(prompt_ids, n, sampling.max_new_tokens, self.workers, work, self.partitioner)
         whole = with_streams(sampling, len(prompt_ids), n)
-        if self.name in STREAM_BACKENDS:
+        if self.backend_cls.seeded_streams:       # one seed for every shard: each prompt's streams pick its draws
             return [(idx, _subset(whole, idx)) for idx in plan]
         return [(idx, _subset(dataclasses.replace(whole, seed=shard_seed(sampling.seed, k, self.workers)), idx))
                 for k, idx in enumerate(plan)]
@@ -339,7 +332,7 @@ class RayRolloutPool(RolloutBackend):
             whole = with_streams(sampling, len(prompt_ids), n)
             resend = dataclasses.replace(_subset(whole, [i for i, _ in share]),
                                          streams=tuple(whole.streams[i] + s for i, s in share))
-            if self.name not in STREAM_BACKENDS:         # a generator-seeded backend: a stream no shard used
+            if not self.backend_cls.seeded_streams:      # a generator-seeded backend: a stream no shard used
                 resend = dataclasses.replace(resend, seed=shard_seed(sampling.seed, j, self.workers) * 7919
                                              + 104729 * (r + 1 + len(self._dead)))
             gen = self.actors[j].generate_samples.options(num_returns="streaming").remote(

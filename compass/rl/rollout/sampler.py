@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from compass.lm.chat import chat_prefix, sample
-from compass.rl.rollout.base import SamplingParams, get_rollout_backend
+from compass.rl.rollout.base import ROLLOUT_BACKEND_MODULES, SamplingParams, get_rollout_backend
 
-BACKENDS = ("auto", "native", "hf", "vllm")
+BACKENDS = ("auto", *ROLLOUT_BACKEND_MODULES)
 
 
 @contextmanager

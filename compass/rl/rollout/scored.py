@@ -25,6 +25,7 @@ from typing import Sequence
 
 import torch
 
+from compass.gym.score import Reward
 from compass.rl.rollout.detokenize import completion_text
 from compass.rl.sampling.length_balance import longest_first
 
@@ -42,15 +43,24 @@ class Scored:
     schedule: dict                # the pool's last_schedule ({} in process)
 
 
+class GroupJudge:
+    """A score function that judges a whole group at once (the GenRM judge, batched):
+    ``score_group(prompt, texts) -> list[Reward]``; the rollout hands it each group when its last sample is in."""
+
+    def score_group(self, prompt, texts: Sequence[str]) -> list:
+        raise NotImplementedError
+
+
 def scored(out) -> tuple[float, str | None]:
     """A score function's answer as (reward, reason): a Reward carries its reason, a plain float none."""
-    reason = getattr(out, "reason", None)
-    return float(out.score if hasattr(out, "score") else out), reason
+    if isinstance(out, Reward):
+        return float(out.score), out.reason
+    return float(out), None
 
 
 def _samples(rollout, prompt_ids, n, sampling, work):
     """The backend's stream of finished-sample lists, in the prompts' own indices."""
-    if hasattr(rollout, "last_schedule"):                 # a Ray pool splits and orders by work itself
+    if rollout.splits_by_work:                            # a Ray pool splits and orders by work itself
         yield from rollout.generate_samples(prompt_ids, n, sampling, work)
         return
     order = longest_first(range(len(prompt_ids)), work) if work is not None else list(range(len(prompt_ids)))
@@ -72,7 +82,7 @@ def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[
     pending: list = [[None] * n for _ in range(G)]
     left = [n] * G
     inline = 0.0
-    batched = service is None and hasattr(score_fn, "score_group")
+    batched = service is None and isinstance(score_fn, GroupJudge)
     t0 = time.perf_counter()
     stream = _samples(rollout, prompt_ids, n, sampling, work)
     if not overlap:                                        # the whole batch first, then one pass of scoring
@@ -103,7 +113,7 @@ def rollout_and_score(rollout, prompts: Sequence, prompt_ids: Sequence[Sequence[
         pending = [[(r.score, r.reason) for r in row] for row in results]
     t_end = time.perf_counter()
     tail = t_end - t_last
-    schedule = dict(getattr(rollout, "last_schedule", {}) or {})
+    schedule = dict(rollout.last_schedule or {}) if rollout.splits_by_work else {}
     # a pool's actors kept generating while the controller scored: only what ran past their finish was exposed
     exposed = max(0.0, (t_end - t0) - schedule["makespan_s"]) if schedule else inline + tail
     rewards = torch.tensor([[v for v, _ in row] for row in pending], dtype=torch.float32).reshape(G, n)

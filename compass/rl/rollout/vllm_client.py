@@ -41,7 +41,7 @@ import numpy as np
 
 from compass.rl.rollout.base import Completion, RolloutBackend, SamplingParams, register_rollout_backend
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 WORKER = Path(__file__).resolve().with_name("vllm_worker.py")
 DEFAULT_PYTHON = REPO_ROOT / ".venv-vllm" / "bin" / "python"
 PYTHON_ENV_VAR = "COMPASS_VLLM_PYTHON"
@@ -70,8 +70,10 @@ def vllm_python(python: str | os.PathLike | None = None) -> Path:
     return path
 
 
+@register_rollout_backend("vllm")
 class VllmRollout(RolloutBackend):
     name = "vllm"
+    quantizes = True
 
     def __init__(self, model, tok, *, dtype: str = "float32", python: str | os.PathLike | None = None,
                  seed: int = 0, record_routes: bool = True, max_model_len: int | None = None,
@@ -225,7 +227,3 @@ class VllmRollout(RolloutBackend):
         except Exception:                                           # noqa: BLE001
             pass
 
-
-@register_rollout_backend("vllm")
-def make_vllm_rollout(model, tok, **options) -> VllmRollout:
-    return VllmRollout(model, tok, **options)

@@ -41,6 +41,9 @@ from compass.registry import Registry
 class TrainerBackend(Protocol):
     """What the engine calls on a trainer; backends subclass it to inherit the capability defaults."""
     name: str
+    # ability (a class flag): the optimizer steps the HF model it was given, so a rollout in this process
+    # reading that model samples from the trainer's own policy (the engine then skips the old-log-prob pass)
+    updates_model_in_place: bool = False
 
     def logprobs(self, batch: dict[str, torch.Tensor],
                  routes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
@@ -74,7 +77,7 @@ class TrainerBackend(Protocol):
         """Free the backend's resources; default: nothing to free."""
 
 
-# name -> factory(model, cfg) returning a TrainerBackend; ``model`` is the HF policy (float32)
+# name -> the backend's class, called as cls(model, cfg); ``model`` is the HF policy (float32)
 TRAINER_BACKENDS = Registry("trainer backend")
 register_trainer_backend = TRAINER_BACKENDS.register
 
@@ -84,6 +87,6 @@ TRAINER_BACKEND_MODULES = {"torch": "compass.rl.trainer.torch_trainer",
                            "megatron": "compass.rl.trainer.megatron_trainer"}
 
 
-def get_trainer_backend(name: str):
-    """The factory of trainer backend ``name``, importing only its module (``TRAINER_BACKEND_MODULES``)."""
+def get_trainer_backend(name: str) -> type[TrainerBackend]:
+    """The class of trainer backend ``name`` (its flags, and its constructor), importing only its module (``TRAINER_BACKEND_MODULES``)."""
     return TRAINER_BACKENDS.lookup_in_module(name, TRAINER_BACKEND_MODULES)

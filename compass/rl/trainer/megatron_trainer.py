@@ -49,6 +49,7 @@ def attention_mask_4d(attention_mask: torch.Tensor) -> torch.Tensor:
     return causal[None, None] | ~attention_mask.bool()[:, None, None, :]
 
 
+@register_trainer_backend("megatron")
 class MegatronTrainer(TrainerBackend):
     """A :class:`compass.rl.trainer.base.TrainerBackend` on megatron-core (see the module doc)."""
 
@@ -225,8 +226,3 @@ class MegatronTrainer(TrainerBackend):
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.steps = int(state["steps"])
 
-
-@register_trainer_backend("megatron")
-def make_megatron_trainer(model, cfg) -> MegatronTrainer:
-    """Registry factory: the HF float32 policy and the RL config -> a :class:`MegatronTrainer`."""
-    return MegatronTrainer(model, cfg)

@@ -67,10 +67,23 @@ class _TrainerActor:
         return "method" if callable(getattr(self.trainer, name)) else "value"
 
     def get(self, name: str):
-        return getattr(self.trainer, name)
+        return _to_cpu(getattr(self.trainer, name))
 
     def call(self, name: str, *args, **kwargs):
-        return getattr(self.trainer, name)(*args, **kwargs)
+        return _to_cpu(getattr(self.trainer, name)(*args, **kwargs))
+
+
+def _to_cpu(obj):
+    """Tensors in a result (in dicts, lists, tuples) on the CPU: what leaves a GPU actor must not need its GPU
+    to be read. On the CPU, the very same objects."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_to_cpu(x) for x in obj)
+    return obj
 
 
 class RayTrainer(TrainerBackend):

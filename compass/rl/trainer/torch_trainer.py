@@ -10,6 +10,7 @@ import contextlib
 
 import torch
 
+from compass.lm.device import autocast, compute_dtype, resolve_device, to_device
 from compass.lm.model_config import is_moe
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean, policy_loss
@@ -24,7 +25,7 @@ def _replay(model, routes):
 
 
 def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, routes=None, old_entropy=None,
-                sink: dict | None = None) -> dict[str, float]:
+                sink: dict | None = None, amp: tuple | None = None) -> dict[str, float]:
     """One policy-gradient step of the loss ``cfg.loss`` on a :func:`~compass.rl.trainer.batch.build_batch` batch.
 
     ``advantages`` ``[B, L-1]`` (per token); ``old_logp`` ``[B, L-1]``, or None for the
@@ -33,16 +34,20 @@ def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, rout
     (its eq. (6)); None: this forward's, which is the same on a batch's first mini-batch only.
     When every advantage is 0 there is no signal: the forward runs (for the entropy
     metric) but no backward or optimizer step (``updated`` 0). ``sink``, when given, gets
-    ``"logp"``: this forward's detached log-probs ``[B, L-1]`` (the pre-step policy's).
+    ``"logp"``: this forward's detached log-probs ``[B, L-1]`` (the pre-step policy's). ``amp``:
+    ``(device, dtype)`` the forward runs under (:func:`compass.lm.device.autocast`; None: as it is).
+    Every tensor given lies on the model's device.
     """
     model.train()
     mask = batch["completion_mask"][:, 1:]
     advantages = advantages.detach().float()
     has_signal = bool((advantages != 0).any())
     grad_norm = 0.0
+    forward_ctx = autocast(*amp) if amp is not None else contextlib.nullcontext()
     with torch.set_grad_enabled(has_signal), _replay(model, routes):
-        logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"], cfg.rollout.temperature,
-                                       only=mask)
+        with forward_ctx:                      # the backward runs outside autocast, as torch recommends
+            logp, entropy = token_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                           cfg.rollout.temperature, only=mask)
         old = logp.detach() if old_logp is None else old_logp.detach()
         ent = entropy if old_entropy is None else old_entropy
         loss, lm, _ = policy_loss(cfg.loss.kind, logp, old, advantages, mask, entropy=ent.detach(),
@@ -62,25 +67,35 @@ def policy_step(model, optimizer, batch, advantages, cfg, *, old_logp=None, rout
                 "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
 
 
+@register_trainer_backend("torch")
 class TorchTrainer(TrainerBackend):
     name = "torch"
+    updates_model_in_place = True
 
     def __init__(self, model, cfg):
-        self.model = model
+        # the HF model moves to the configured device (in place: an in-process rollout that shares it follows)
+        self.device = resolve_device(cfg.trainer.device)
+        self.amp = compute_dtype(self.device, cfg.trainer.precision)
+        self.model = model.to(self.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
         self.steps = 0
         self.temperature = cfg.rollout.temperature
         self.last = {}              # the last update's pre-step log-probs ("logp" [B, L-1]): the mismatch metric
 
+    def _on_device(self, batch, *tensors):
+        """The engine's CPU tensors on the trainer's device (the very same tensors when that is the CPU)."""
+        return to_device(batch, self.device), *(None if t is None else t.to(self.device) for t in tensors)
+
     @torch.no_grad()
     def logprobs(self, batch, routes=None):
+        batch, routes = self._on_device(batch, routes)
         was_training = self.model.training
         self.model.eval()
-        with _replay(self.model, routes):
-            out = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature,
-                                 only=batch["completion_mask"][:, 1:])
+        with _replay(self.model, routes), autocast(self.device, self.amp):
+            logp, ent = token_logprobs(self.model, batch["input_ids"], batch["attention_mask"], self.temperature,
+                                       only=batch["completion_mask"][:, 1:])
         self.model.train(was_training)
-        return out
+        return logp.cpu(), ent.cpu()
 
     def logprobs_with_routes(self, batch):
         """Free routing; on a MoE model, the routes its routers chose, recorded by hooks (transformers' forward)."""
@@ -89,16 +104,19 @@ class TorchTrainer(TrainerBackend):
         from compass.rl.router_replay import record_routes
         with record_routes(self.model) as rec:
             logp, ent = self.logprobs(batch, None)
-        return logp, ent, rec.routes()
+        return logp, ent, rec.routes().cpu()
 
     def pre_step_logprobs(self):
-        return self.last.get("logp")
+        logp = self.last.get("logp")
+        return None if logp is None else logp.cpu()
 
     def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
         """One AdamW step on ``cfg.loss``; no step (``updated`` 0) when every advantage is 0."""
         self.last = {}
+        batch, advantages, old_logp, routes, old_entropy = self._on_device(batch, advantages, old_logp, routes,
+                                                                           old_entropy)
         m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
-                        old_entropy=old_entropy, sink=self.last)
+                        old_entropy=old_entropy, sink=self.last, amp=(self.device, self.amp))
         self.steps += int(m["updated"])
         return m
 
@@ -113,7 +131,3 @@ class TorchTrainer(TrainerBackend):
         self.optimizer.load_state_dict(state["optimizer"])
         self.steps = int(state["steps"])
 
-
-@register_trainer_backend("torch")
-def make_torch_trainer(model, cfg) -> TorchTrainer:
-    return TorchTrainer(model, cfg)

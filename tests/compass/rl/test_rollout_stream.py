@@ -11,7 +11,7 @@ from compass.lm.model_factory import ModelConfig, build_model
 from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.rollout.base import SamplingParams
 from compass.rl.rollout.native import NativeRollout, decode, decode_rows, pack
-from compass.rl.rollout.scored import rollout_and_score
+from compass.rl.rollout.scored import GroupJudge, rollout_and_score
 from tests.compass.rl.test_rollout_native import eos_heavy, prefixes, tok  # noqa: F401
 
 
@@ -58,7 +58,7 @@ def test_micro_batches_sample_every_row_and_keep_one_batch_results(model, tok):
         NativeRollout(model, tok, max_batch_rows=0)
 
 
-class _Judge:
+class _Judge(GroupJudge):
     """A batched scorer (the GenRM judge's interface): one call per whole group."""
 
     def __init__(self):
