@@ -26,6 +26,7 @@ BENCHMARKS = {
     "sft": "compass.bench.sft",
     "recipe": "compass.bench.recipe",
     "detok": "compass.bench.detok",
+    "gpu": "compass.bench.gpu",
 }
 
 

@@ -33,7 +33,7 @@ from compass.lm.model_config import is_moe
 from compass.lm.qwen3_native import KVCache, PackedWeights, forward_layers, pack, unsupported
 from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
-__all__ = ["NativeRollout", "decode", "decode_rows", "pack", "unsupported"]
+__all__ = ["NativeRollout", "decode", "decode_rows", "pack", "row_bytes", "rows_that_fit", "unsupported"]
 
 def _sample(p: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """One draw per row of ``p`` ``[A, V]`` from uniforms ``u`` ``[A]`` by inverting the CDF: an exact
@@ -82,6 +82,19 @@ def decode(w: PackedWeights, prompt_ids: Sequence[Sequence[int]], n: int, sampli
         for b, row in done:
             rows[b] = row
     return rows
+
+
+def row_bytes(w: PackedWeights, width: int) -> int:
+    """Memory one decode row holds: its KV cache (keys and values of every layer over ``width`` columns, in the
+    weights' dtype) and its step's fp32 logits, log-probs and probabilities over the vocabulary."""
+    kv = 2 * len(w.layers) * w.kv_heads * w.head_dim * width * w.embed.element_size()
+    return kv + 3 * 4 * w.lm_head.shape[1]
+
+
+def rows_that_fit(w: PackedWeights, width: int, free_bytes: int, fraction: float = 0.8) -> int:
+    """How many rows of ``width`` columns to decode at once in ``fraction`` of ``free_bytes`` (the rest is
+    left to the layers' activations and the allocator); at least 1."""
+    return max(1, int(free_bytes * fraction) // row_bytes(w, width))
 
 
 @torch.no_grad()
@@ -203,7 +216,8 @@ class NativeRollout(LocalModelRollout):
         """``max_batch_rows``: decode at most this many rows at once (the KV cache's memory bound, what
         ``max_num_seqs`` is to vLLM); the prompts go in micro-batches in the order given, so a caller that
         orders them longest first (compass.rl.sampling.length_balance.longest_first) batches like lengths together.
-        None: every row in one batch."""
+        None: on a GPU, as many rows as fit 80% of its free memory (:func:`rows_that_fit`); on the CPU, every row
+        in one batch."""
         why = unsupported(model.config)
         if why is not None:
             raise ValueError(f"native rollout: unsupported model ({why}); use rollout.backend 'hf'")
@@ -225,7 +239,11 @@ class NativeRollout(LocalModelRollout):
         the moment they end."""
         with torch.no_grad():
             weights = pack(self.model)
-        per = len(prompt_ids) if self.max_batch_rows is None else max(1, self.max_batch_rows // n)
+        rows = self.max_batch_rows
+        if rows is None and weights.embed.device.type == "cuda":      # on a GPU: as many rows as fit its memory
+            width = max(len(p) for p in prompt_ids) + sampling.max_new_tokens
+            rows = rows_that_fit(weights, width, torch.cuda.mem_get_info(weights.embed.device)[0])
+        per = len(prompt_ids) if rows is None else max(1, rows // n)
         streams = sampling.streams if sampling.streams is not None else tuple(p * n for p in range(len(prompt_ids)))
         for at in range(0, len(prompt_ids), per):
             # a micro-batch keeps its prompts' budgets and random streams: the same samples as one batch

@@ -193,3 +193,18 @@ def test_shared_prefix_training_forward_matches_transformers_with_gradients(tok)
     # hooks on the model (route recording / replay) send the call through transformers instead
     with record_routes(model):
         assert pf._shared_prefix_logprobs(model, batch["input_ids"], only, 0.7) is None
+
+
+def test_rows_that_fit_count_the_kv_cache_and_the_logits():
+    """The GPU's decode batch is sized from free memory: a row costs its KV cache over the full width and its
+    step's fp32 logits; the count scales with the memory and never drops below one row."""
+    from compass.lm.model_factory import ModelConfig, build_model, build_tokenizer
+    from compass.rl.rollout.native import pack, row_bytes, rows_that_fit
+    tok = build_tokenizer("")
+    cfg = ModelConfig(arch="qwen3", num_layers=3, num_kv_heads=1, head_dim=32)
+    w = pack(build_model(cfg, tok, seed=0))
+    vocab = w.lm_head.shape[1]
+    assert row_bytes(w, 100) == 2 * 3 * 1 * 32 * 100 * 4 + 12 * vocab
+    assert rows_that_fit(w, 100, 10 * row_bytes(w, 100), fraction=1.0) == 10
+    assert rows_that_fit(w, 100, 1000 * row_bytes(w, 100)) == 800
+    assert rows_that_fit(w, 100, 1) == 1
