@@ -52,11 +52,13 @@ def test_a_server_slower_than_prefects_20_s_default_is_waited_for(e2e_tmp: Path)
 
 
 def test_a_hung_server_is_started_again_and_the_run_goes_on(e2e_tmp: Path):
-    proc, starts = run_with_slow_server(e2e_tmp, [3600, 0], timeout_s=8)
+    # 30 s: the second, undelayed start must answer within it on a loaded 2-core machine (8 s was missed once
+    # beside other heavy work); the first start hangs for an hour, so the retry is what the test measures
+    proc, starts = run_with_slow_server(e2e_tmp, [3600, 0], timeout_s=30)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert starts == 2
     warning = [ln for ln in proc.stderr.splitlines() if "starting it again" in ln]
-    assert len(warning) == 1 and "no answer within 8 s" in warning[0] and "attempt 2 of 2" in warning[0]
+    assert len(warning) == 1 and "no answer within 30 s" in warning[0] and "attempt 2 of 2" in warning[0]
     assert {s["run_name"]: s["status"] for s in last_json(proc.stdout)["stages"]} == {"world": "ran"}
 
 
