@@ -43,8 +43,8 @@ from compass.rl.records import PromptStats, rollouts_table
 from compass.rl.rl_state import load_state, save_state
 from compass.rl.rollout.base import RolloutBackend, SamplingParams, all_rollout_backends, get_rollout_backend
 from compass.rl.rollout.scored import rollout_and_score
-from compass.rl.step_metrics import (PHASES, advantage_metrics, group_stats, logprob_gap, mean_over_mini_batches,
-                                     reward_audit, routing_metrics, step_row, zero_variance_tokens)
+from compass.rl.step_metrics import (PHASES, StepCounts, advantage_metrics, logprob_gap, mean_over_mini_batches,
+                                     routing_metrics, step_row)
 from compass.rl.trainer.base import TrainerBackend, get_trainer_backend
 
 __all__ = ["PromptStats", "rollouts_table", "train", "RLResult", "compute_advantages"]
@@ -221,7 +221,7 @@ class Drawn:
     prompts: list[RLPrompt]
     groups: list[list]
     rewards: torch.Tensor
-    counts: dict
+    counts: StepCounts
     reasons: list[list] = field(default_factory=list)   # [G][N] reason codes of the kept groups
 
 
@@ -324,7 +324,7 @@ class _Loop:
         t_start = time.perf_counter()
         self.choose_group_size(step)
         drawn = self.rollout_and_score(step, timing)
-        self.rollout_tokens += drawn.counts["tokens_generated"]
+        self.rollout_tokens += drawn.counts.tokens_generated
         measured: dict = {}
         update = {"updated": 0.0}
         if drawn.prompts:
@@ -347,21 +347,17 @@ class _Loop:
         """Rollout + reward, with DAPO dynamic sampling rounds when configured (every round is paid for)."""
         cfg, sp = self.cfg, self.cfg.sampling
         n = self.group_size
-        kept = Drawn([], [], torch.zeros((0, n)), {
-            "group_size": n, "prompts_skipped": 0, "tokens_all_pass": 0, "tokens_all_fail": 0,
-            "groups_generated": 0, "samples_generated": 0, "tokens_generated": 0, "reward_failures": 0,
-            "rounds": 0, "zero_variance": 0, "all_pass": 0, "all_fail": 0, "reasons": {},
-            "all_fail_verifier_fault": 0, "verifier_fault_samples": 0, "reward_tail_s": 0.0, "draft_tokens": 0})
+        kept = Drawn([], [], torch.zeros((0, n)), StepCounts(group_size=n))
         rows: list[torch.Tensor] = []
         counts = kept.counts
         need = sp.prompts_per_step
-        while need > 0 and counts["rounds"] < (sp.dynamic_max_rounds if sp.dynamic else 1):
+        while need > 0 and counts.rounds < (sp.dynamic_max_rounds if sp.dynamic else 1):
             batch_prompts, skipped = self.draw(need)
-            counts["prompts_skipped"] += skipped
+            counts.prompts_skipped += skipped
             t0 = time.perf_counter()
             T, by_task = cfg.rollout.max_new_tokens, cfg.rollout.max_new_tokens_by_task
             sampling = SamplingParams(max_new_tokens=T, temperature=cfg.rollout.temperature,
-                                      seed=cfg.seed * 1_000_003 + step * 97 + counts["rounds"],
+                                      seed=cfg.seed * 1_000_003 + step * 97 + counts.rounds,
                                       budgets=tuple(min(by_task.get(p.task, T), T) for p in batch_prompts)
                                       if by_task else None)
             prompt_ids = [self.prefix(p) for p in batch_prompts]
@@ -372,24 +368,10 @@ class _Loop:
             groups, rewards, reasons, failures = out.groups, out.rewards, out.reasons, out.failures
             timing["rollout"] += time.perf_counter() - t0 - out.reward_exposed_s
             timing["reward"] += out.reward_exposed_s           # what generation did not hide
-            counts["reward_tail_s"] += out.reward_tail_s
+            counts.reward_tail_s += out.reward_tail_s
             self.observe_lengths(batch_prompts, groups, predicted, out.schedule, counts)
-            counts["rounds"] += 1
-            counts["reward_failures"] += failures
-            counts["groups_generated"] += len(groups)
-            counts["samples_generated"] += int(rewards.numel())
-            counts["tokens_generated"] += sum(len(c.ids) for g in groups for c in g)
-            for k, v in group_stats(rewards, cfg.reward.pass_threshold).items():
-                if k != "groups":
-                    counts[k] += v
-            audit = reward_audit(rewards, reasons, cfg.reward.pass_threshold)
-            for code, k in audit["reasons"].items():
-                counts["reasons"][code] = counts["reasons"].get(code, 0) + k
-            counts["all_fail_verifier_fault"] += audit["all_fail_verifier_fault"]
-            counts["verifier_fault_samples"] += audit["verifier_fault_samples"]
-            for k, v in zero_variance_tokens(rewards, [[len(c.ids) for c in g] for g in groups],
-                                             cfg.reward.pass_threshold).items():
-                counts[k] += v
+            counts.add_round(rewards, [[len(c.ids) for c in g] for g in groups], reasons, failures,
+                             cfg.reward.pass_threshold)
             self.sort_round(step, batch_prompts, groups, rewards, reasons, kept, rows)
             need = sp.prompts_per_step - len(kept.prompts) if sp.dynamic else 0
         if rows:
@@ -397,7 +379,7 @@ class _Loop:
         return kept
 
     def predict_lengths(self, prompts: list[RLPrompt], prompt_ids: list, sampling: SamplingParams,
-                        counts: dict) -> list[float] | None:
+                        counts: StepCounts) -> list[float] | None:
         """Each prompt's predicted tokens per sample for the rollout split (None: ``balance.predict`` none).
         Prompts with no history get a short draft first when ``balance.draft_tokens`` is set (paper §3.1.1)."""
         if self.lengths is None:
@@ -411,23 +393,19 @@ class _Loop:
                                                        seed=sampling.seed + 7))
             for i, (c,) in zip(need, got):
                 drafts[i] = (len(c.ids), bool(c.finished))
-                counts["draft_tokens"] += len(c.ids)
+                counts.draft_tokens += len(c.ids)
         return [self.lengths.predict(p.id, p.task, drafts.get(i))[0] for i, p in enumerate(prompts)]
 
     def observe_lengths(self, prompts: list[RLPrompt], groups: list, predicted: list[float] | None,
-                        schedule: dict, counts: dict) -> None:
+                        schedule: dict, counts: StepCounts) -> None:
         """Learn from the lengths just generated; keep the prediction error and the workers' schedule."""
         actual = [sum(len(c.ids) for c in g) / max(len(g), 1) for g in groups]
         if predicted is not None:
-            for k, v in prediction_error(predicted, actual).items():
-                counts.setdefault(k, v)
+            counts.add_prediction_error(prediction_error(predicted, actual))
             for p, g in zip(prompts, groups):
                 self.lengths.observe(p.id, p.task, [len(c.ids) for c in g])
         if schedule:
-            counts.setdefault("rollout_makespan_s", schedule["makespan_s"])
-            counts.setdefault("rollout_idle_share", schedule["idle_share"])
-            counts.setdefault("rollout_idle_share_max", max(schedule["idle_share_per_worker"], default=0.0))
-            counts["rollout_resent_samples"] = counts.get("rollout_resent_samples", 0) + schedule["resent_samples"]
+            counts.add_schedule(schedule)
 
     def draw(self, need: int) -> tuple[list[RLPrompt], int]:
         """The next ``need`` prompts to generate, and how many were skipped before rollout (no tokens spent on

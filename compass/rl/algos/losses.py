@@ -17,7 +17,7 @@ Trainers call a loss through :func:`policy_loss`, the one entry for every backen
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 
@@ -26,7 +26,21 @@ from compass.rl.algos.advantages import completion_advantages
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 POLICY_LOSSES = Registry("policy loss")
-register_policy_loss = POLICY_LOSSES.register
+# name -> the advantages a loss takes: "token" ([B, T], the estimators' shape) or "completion" ([B])
+ADVANTAGE_SHAPES: dict[str, str] = {}
+
+
+def register_policy_loss(name: str, *, advantages: Literal["token", "completion"] = "token"):
+    """Decorator: ``fn`` is the policy loss ``name``; ``advantages`` says which shape it takes (``completion``:
+    each completion's mean advantage ``[B]``, for a loss written for one advantage per completion)."""
+    if advantages not in ("token", "completion"):
+        raise ValueError(f"policy loss {name!r}: advantages must be 'token' or 'completion', got {advantages!r}")
+
+    def deco(fn: LossFn) -> LossFn:
+        POLICY_LOSSES.register(name)(fn)
+        ADVANTAGE_SHAPES[name] = advantages
+        return fn
+    return deco
 
 
 def get_policy_loss(name: str) -> LossFn:
@@ -39,23 +53,15 @@ def policy_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor, advantage
     """The registered loss ``name`` on ``[B, T]`` tensors (module doc) with its ``settings``; every trainer
     calls this. Returns ``(loss, metrics, 1.0 if it took the token advantages else 0.0)``.
 
-    A loss that refuses ``[B, T]`` advantages (a ValueError: e.g. a user loss written for one advantage
-    per completion) gets each completion's mean advantage ``[B]`` instead. The megatron trainer used to
-    be the only one to retry so; both trainers share it now, so a loss behaves the same on either.
-    When the retry fails too, the first error is raised.
+    A loss registered with ``advantages="completion"`` gets each completion's mean advantage ``[B]``
+    (:func:`compass.rl.algos.advantages.completion_advantages`), as it declared; every other one the token
+    advantages ``[B, T]``. Both trainers call this, so a loss behaves the same on either.
     """
     fn = get_policy_loss(name)
-    try:
-        return (*fn(logp, old_logp, advantages, mask, entropy=entropy, vocab_size=vocab_size, **settings), 1.0)
-    except ValueError as token_error:
-        if advantages.shape != mask.shape:          # not a refusal of [B, T]: advantages of the wrong shape
-            raise
-        try:
-            per_completion = completion_advantages(advantages, mask)
-            return (*fn(logp, old_logp, per_completion, mask, entropy=entropy, vocab_size=vocab_size, **settings),
-                    0.0)
-        except ValueError:
-            raise token_error from None
+    if ADVANTAGE_SHAPES.get(name, "token") == "completion":
+        per_completion = completion_advantages(advantages, mask)
+        return (*fn(logp, old_logp, per_completion, mask, entropy=entropy, vocab_size=vocab_size, **settings), 0.0)
+    return (*fn(logp, old_logp, advantages, mask, entropy=entropy, vocab_size=vocab_size, **settings), 1.0)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,8 @@ from compass.rl.trainer.batch import build_batch
 from compass.rl.config import RLConfig
 from compass.rl.sampling.prompt_data import PromptSampler, RLPrompt, is_reasoning_prompt
 from compass.rl.engine import rollouts_table, train
-from compass.rl.algos.losses import POLICY_LOSSES, policy_loss, ppo_clip_token_mean
+from compass.rl.algos.losses import (ADVANTAGE_SHAPES, POLICY_LOSSES, policy_loss, ppo_clip_token_mean,
+                                     register_policy_loss)
 from compass.rl.step_metrics import group_stats
 from compass.rl.trainer.torch_trainer import policy_step
 
@@ -120,8 +121,8 @@ def test_ppo_clip_higher_and_mask_ignores_padding():
         ppo_clip_token_mean(logp, old, torch.tensor([1.0, 2.0]), mask)
     # an empty mask gives 0, not NaN
     z, _ = ppo_clip_token_mean(logp, old, adv, torch.zeros(1, 2, dtype=torch.bool))
-    # [B] advantages are not the loss shape: policy_loss retries a loss that refuses [B, T] with each
-    # completion's mean, for every trainer alike (a loss written for one advantage per completion)
+    # a loss registered for one advantage per completion gets each completion's mean [B], for every trainer
+    # alike; the shape is declared at registration, never found by catching an error
     seen = []
 
     def seq_only(logp, old_logp, advantages, mask, **settings):
@@ -130,17 +131,17 @@ def test_ppo_clip_higher_and_mask_ignores_padding():
         seen.append(advantages)
         return ppo_clip_token_mean(logp, old_logp, over_tokens(advantages, mask), mask, **settings)
 
-    POLICY_LOSSES["seq_only_test"] = seq_only
+    register_policy_loss("seq_only_test", advantages="completion")(seq_only)
     try:
         tok_adv = torch.tensor([[3.0, 1.0]]) * mask
         loss, _, took_tokens = policy_loss("seq_only_test", logp, old, tok_adv, mask, entropy=None, vocab_size=None,
                                            settings={"clip_eps": 0.2})
         assert took_tokens == 0.0 and seen[-1].tolist() == [3.0] and loss.item() == pytest.approx(-3 * 1.2)
-        with pytest.raises(ValueError, match="shapes"):        # both tries fail: the first error is raised
+        with pytest.raises(ValueError, match="shapes"):        # a token loss given the wrong shape: no retry
             policy_loss("ppo_clip_token_mean", logp, old, torch.ones(1, 3), mask, entropy=None, vocab_size=None,
                         settings={})
     finally:
-        del POLICY_LOSSES["seq_only_test"]
+        del POLICY_LOSSES["seq_only_test"], ADVANTAGE_SHAPES["seq_only_test"]
     assert z.item() == 0.0
 
 
