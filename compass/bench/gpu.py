@@ -216,7 +216,8 @@ def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str
     from compass.rl.config import RLConfig
     from compass.rl.trainer.base import get_trainer_backend
     from compass.rl.trainer.batch import build_batch, rollout_values, routes_batch
-    cfg = RLConfig(trainer={"backend": backend, "lr": 1e-5, "device": str(dev), "precision": precision,
+    settings = {"kind": "torch", "device": str(dev), "precision": precision} if backend == "torch" else {"kind": backend}
+    cfg = RLConfig(trainer={"backend": settings, "lr": 1e-5,
                             "router_replay": spec["arch"] == "qwen3_moe"})
     trainer = get_trainer_backend(backend)(model, cfg)
     prefixes = [p for p, g in zip(prompts, groups) for _ in g]

@@ -138,7 +138,7 @@ def vllm_rollout(policy, tok, prompts: list[str], n: int, max_new_tokens: int, s
         params = inspect.signature(factory).parameters
         if "cfg" in params or len([p for p in params.values() if p.kind is p.POSITIONAL_OR_KEYWORD]) >= 3:
             from compass.rl.config import RLConfig          # factory(model, tok, cfg), as rollout.py describes
-            cfg = RLConfig(rollout={"backend": "vllm", "dtype": "bfloat16", "temperature": 1.0,
+            cfg = RLConfig(rollout={"backend": {"kind": "vllm"}, "dtype": "bfloat16", "temperature": 1.0,
                                     "max_new_tokens": max_new_tokens},
                            trainer={"router_replay": True}, seed=seed)
             backend = factory(policy, tok, cfg)

@@ -38,7 +38,7 @@ ROWS = ("baseline", "+ parallel detokenization", "+ reward overlap", "+ length b
 def row_config(k: int, args) -> dict:
     """The RL config overrides of row ``k`` (cumulative)."""
     return {
-        "rollout": {"workers": args.workers, "backend": "native", "max_new_tokens": args.max_tokens,
+        "rollout": {"workers": args.workers, "backend": {"kind": "native"}, "max_new_tokens": args.max_tokens,
                     "detokenize": "processes" if k >= 1 else "controller", "detokenize_workers": args.detok_workers,
                     "balance": ({"partitioner": "lpt", "predict": "history"} if k >= 3
                                 else {"partitioner": "round_robin", "predict": "none"})},

@@ -232,7 +232,7 @@ def run(args) -> dict:
     def our_step(k: int) -> None:
         cfg = RLConfig(seed=args.seed * 1000 + k + 1, steps=1,
                        sampling={"prompts_per_step": args.prompts, "group_size": args.group},
-                       rollout={"backend": args.rollout, "max_new_tokens": args.max_tokens, "temperature": 1.0},
+                       rollout={"backend": {"kind": args.rollout}, "max_new_tokens": args.max_tokens, "temperature": 1.0},
                        trainer={"lr": args.lr})
         threads_seen.add(torch.get_num_threads())
         t0, c0 = time.perf_counter(), time.process_time()

@@ -55,21 +55,89 @@ class ActorResources(StrictModel):
         return out
 
 
+# -- backends: each kind with its own settings (the keyword arguments of its class) ---------------
+
+def _rollout_device():
+    return Field("auto", pattern=DEVICE_PATTERN,
+                 description="where the rollout computes (auto: the GPU when torch sees one; in a Ray actor given "
+                             "num_gpus, that GPU); on the trainer's device it shares or copies the trainer's model, "
+                             "elsewhere it keeps a synced copy")
+
+
+class AutoRollout(StrictModel):
+    """``native`` where the model is supported (measured faster than ``hf``), else ``hf``."""
+    kind: Literal["auto"] = "auto"
+    device: str = _rollout_device()
+
+
+class NativeRolloutSettings(StrictModel):
+    """Our KV-cache decoder for Qwen3 / Qwen3-MoE (compass.rl.rollout.native)."""
+    kind: Literal["native"] = "native"
+    device: str = _rollout_device()
+    max_batch_rows: int | None = Field(None, ge=1, description="decode at most this many rows at once "
+                                                               "(micro-batches, longest predicted first); None: on "
+                                                               "a GPU as many as fit its free memory, on the CPU "
+                                                               "a step's rows in one batch")
+
+
+class HfRolloutSettings(StrictModel):
+    """transformers' ``generate`` (compass.rl.rollout.hf)."""
+    kind: Literal["hf"] = "hf"
+    device: str = _rollout_device()
+
+
+class VllmRolloutSettings(StrictModel):
+    """vLLM in its own environment, driven over pipes (compass.rl.rollout.vllm_client)."""
+    kind: Literal["vllm"] = "vllm"
+    quantization: Literal["fp8"] | None = Field(
+        None, description="fp8 = vLLM's quantization='fp8' (weights quantized on load and on every weight sync; "
+                          "paper §3.1.2). Needs a GPU with FP8 (H100)")
+
+
+RolloutBackendConfig = Annotated[Union[AutoRollout, NativeRolloutSettings, HfRolloutSettings, VllmRolloutSettings],
+                                 Field(discriminator="kind")]
+
+
+class TorchTrainerSettings(ComputeSettings):
+    """The HF policy itself with AdamW (compass.rl.trainer.torch_trainer): on ``device`` in ``precision``."""
+    kind: Literal["torch"] = "torch"
+
+
+class MegatronTrainerSettings(StrictModel):
+    """A megatron-core GPTModel converted from the policy (compass.rl.trainer.megatron_trainer; Qwen3-MoE);
+    it places its own model."""
+    kind: Literal["megatron"] = "megatron"
+
+
+TrainerBackendConfig = Annotated[Union[TorchTrainerSettings, MegatronTrainerSettings], Field(discriminator="kind")]
+
+
+def _nested_moved(data, section: str, moved: dict[str, str]):
+    """A section's keys of the old layout, and a bare backend name: one error naming their new place."""
+    if not isinstance(data, dict):
+        return data
+    out = []
+    for key in (k for k in moved if k in data):
+        new, _, kinds = moved[key].partition(" ")
+        out.append(f"`{section}.{key}` moved to `{section}.{new}`" + (f" {kinds}" if kinds else ""))
+    if isinstance(data.get("backend"), str):
+        out.append(f"`{section}.backend: {data['backend']}` is now `{section}.backend: {{kind: {data['backend']}}}`")
+    if out:
+        raise moved_key_error(out)
+    return data
+
+
 class RolloutConfig(StrictModel):
     """How completions are generated."""
-    backend: Literal["auto", "native", "hf", "vllm"] = Field(
-        "auto", description="rollout backend: native (our KV-cache decoder for Qwen3/Qwen3-MoE), hf (transformers "
-                            "generate), vllm; auto = native where the model is supported, else hf")
+    backend: RolloutBackendConfig = Field(default_factory=AutoRollout,
+                                          description="rollout backend: a kind (auto, native, hf, vllm) and its "
+                                                      "settings")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="rollout precision: float32 shares the trainer's weights; bfloat16 is a synced copy "
                                "(the train-inference split)")
     workers: int = Field(0, ge=0, description="0: the rollout runs in the controller's process; N: N Ray actors each "
                                               "run the rollout backend on a share of the prompts "
                                               "(compass.rl.rollout.ray_pool)")
-    device: str = Field("auto", pattern=DEVICE_PATTERN,
-                        description="where the native or hf rollout computes (auto: the GPU when torch sees one; in a "
-                                    "Ray actor given num_gpus, that GPU); on the trainer's device it shares or "
-                                    "copies the trainer's model, elsewhere it keeps a synced copy")
     max_new_tokens: int = Field(48, ge=1)
     max_new_tokens_by_task: dict[str, PositiveInt] = Field(
         default_factory=dict, description="a task's own token budget (at most max_new_tokens), e.g. short answers "
@@ -79,23 +147,25 @@ class RolloutConfig(StrictModel):
                                             description="with workers: what each rollout actor asks Ray for, and "
                                                         "its torch threads (default 1)")
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
-    max_batch_rows: int | None = Field(None, ge=1, description="native backend: decode at most this many rows at "
-                                                               "once (micro-batches, longest predicted first); "
-                                                               "None: a step's rows in one batch")
-    quantization: Literal["fp8"] | None = Field(
-        None, description="vllm backend: fp8 = vLLM's quantization='fp8' (weights quantized on load and on every "
-                          "weight sync; paper §3.1.2). Needs a GPU with FP8 (H100); other backends refuse it")
     detokenize: Literal["backend", "controller", "processes"] = Field(
         "backend", description="who turns completion ids into text: the rollout backend (in each Ray actor with "
                                "rollout.workers), the controller in one process, or detokenize_workers processes "
                                "(compass.rl.rollout.detokenize; paper §3.2.1)")
     detokenize_workers: int = Field(2, ge=1, description="processes for detokenize: processes")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_layout(cls, data):
+        return _nested_moved(data, "rollout", {"max_batch_rows": "backend.max_batch_rows (kind native)",
+                                               "quantization": "backend.quantization (kind vllm)",
+                                               "device": "backend.device"})
 
-class TrainerConfig(ComputeSettings):
-    """The policy update. ``device`` / ``precision``: where the torch trainer computes (the policy moves there, and
-    an in-process rollout that shares it with it); the megatron trainer places its own model."""
-    backend: Literal["torch", "megatron"] = Field("torch", description="trainer backend: torch or megatron")
+
+class TrainerConfig(StrictModel):
+    """The policy update."""
+    backend: TrainerBackendConfig = Field(default_factory=TorchTrainerSettings,
+                                          description="trainer backend: a kind (torch: the policy on its device and "
+                                                      "precision; megatron) and its settings")
     actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer.ray_actor)")
     actor_resources: ActorResources = Field(default_factory=ActorResources,
                                             description="with actor: what the trainer actor asks Ray for, and its "
@@ -113,6 +183,12 @@ class TrainerConfig(ComputeSettings):
     # here because the trainer is where routes are replayed; the rollout records them whenever it is on
     router_replay: bool = Field(False, description="record MoE routes at rollout and replay them in the "
                                                    "old-log-prob recompute and the update")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_layout(cls, data):
+        return _nested_moved(data, "trainer", {"device": "backend.device (kind torch)",
+                                               "precision": "backend.precision (kind torch)"})
 
 
 class PrefilterConfig(StrictModel):
@@ -235,9 +311,9 @@ MOVED = {  # old flat key -> where it lives now (and for which kinds)
     "dynamic_sampling_max_rounds": "sampling.dynamic_max_rounds", "retire_solved": "sampling.retire_solved",
     "pass_rate_filter": "sampling.pass_rate_filter",
     "max_new_tokens": "rollout.max_new_tokens", "temperature": "rollout.temperature",
-    "rollout_backend": "rollout.backend", "rollout_dtype": "rollout.dtype", "rollout_workers": "rollout.workers",
+    "rollout_backend": "rollout.backend.kind", "rollout_dtype": "rollout.dtype", "rollout_workers": "rollout.workers",
     "lr": "trainer.lr", "weight_decay": "trainer.weight_decay", "max_grad_norm": "trainer.max_grad_norm",
-    "mini_batches": "trainer.mini_batches", "trainer_backend": "trainer.backend", "trainer_actor": "trainer.actor",
+    "mini_batches": "trainer.mini_batches", "trainer_backend": "trainer.backend.kind", "trainer_actor": "trainer.actor",
     "router_replay": "trainer.router_replay",
     "reward_workers": "reward.workers", "reward_timeout_s": "reward.timeout_s",
     "pass_threshold": "reward.pass_threshold",

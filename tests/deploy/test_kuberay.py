@@ -204,8 +204,10 @@ def test_the_driver_lands_where_its_config_can_run(item):
     argv = entrypoint_argv(doc)
     section = argv[argv.index("--section") + 1]
     cfg = validate(stage_spec(argv[2]).config, load_pipeline_dict(PAPER_CONFIG)[0][section])
-    vllm = getattr(getattr(cfg, "rollout", None), "backend", None) == "vllm"
-    cuda = vllm or getattr(getattr(cfg, "trainer", None), "backend", None) == "megatron"
+    def kind(section: str):
+        return getattr(getattr(getattr(cfg, section, None), "backend", None), "kind", None)
+    vllm = kind("rollout") == "vllm"
+    cuda = vllm or kind("trainer") == "megatron"
     reward_workers = getattr(getattr(cfg, "reward", None), "workers", 0)
     spec = doc["spec"]
     assert spec.get("entrypointNumGpus", 0) >= (1 if cuda else 0), f"{path.name}: megatron / vLLM need a GPU"

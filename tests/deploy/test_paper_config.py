@@ -24,7 +24,7 @@ def test_both_rl_phases_have_the_papers_setup():
         assert phase.sampling.group_size == 8                  # Fig. 5: n = 8
         assert phase.sampling.auto_group_size is None          # ...fixed, not re-chosen
         assert phase.rollout.max_new_tokens == 32 * 1024       # Fig. 5: output length 32k
-        assert phase.rollout.backend == "vllm" and phase.trainer.backend == "megatron"   # §2.4.4
+        assert phase.rollout.backend.kind == "vllm" and phase.trainer.backend.kind == "megatron"   # §2.4.4
         assert phase.trainer.router_replay                     # §2.4.4
         assert phase.advantage.kind == "rl_zvp"                # §2.4.1
         assert phase.loss.kind == "espo"                       # §2.4.2

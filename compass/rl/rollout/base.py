@@ -72,8 +72,6 @@ class RolloutBackend(Protocol):
     runs_model_here: bool = False     # the HF model in this process: options share, record_routes, detokenize
     seeded_streams: bool = False      # draws follow SamplingParams.streams: a prompt's samples are the same on any shard
     per_prompt_budgets: bool = False  # honours SamplingParams.budgets (rollout.max_new_tokens_by_task)
-    row_micro_batches: bool = False   # option max_batch_rows: decode at most that many rows at once
-    quantizes: bool = False           # option engine_kwargs={"quantization": ...} (rollout.quantization)
     takes_weight_refs: bool = False   # sync_weights accepts a trainer's hf_state_dict_ref()
     splits_by_work: bool = False      # generate_samples takes the prompts' predicted work and orders it itself
                                       # (a Ray pool), reporting its plan in last_schedule

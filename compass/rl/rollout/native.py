@@ -210,7 +210,6 @@ class NativeRollout(LocalModelRollout):
     name = "native"
     seeded_streams = True
     per_prompt_budgets = True
-    row_micro_batches = True
 
     def __init__(self, model, tok, *, max_batch_rows: int | None = None, **options):
         """``max_batch_rows``: decode at most this many rows at once (the KV cache's memory bound, what

@@ -73,18 +73,21 @@ def vllm_python(python: str | os.PathLike | None = None) -> Path:
 @register_rollout_backend("vllm")
 class VllmRollout(RolloutBackend):
     name = "vllm"
-    quantizes = True
 
     def __init__(self, model, tok, *, dtype: str = "float32", python: str | os.PathLike | None = None,
                  seed: int = 0, record_routes: bool = True, max_model_len: int | None = None,
                  kv_cache_bytes: int = 256 << 20, gpu_memory_utilization: float = 0.5, cpu_amx: bool = False,
-                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None):
+                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None,
+                 quantization: str | None = None):
         """``model``/``tok``: the policy (transformers) and its tokenizer; the model is saved once
         for the engine to load and kept for its weight-name conversion, never run here.
         ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve a fraction of all RAM);
         ``gpu_memory_utilization`` applies on CUDA. ``cpu_amx``: let vLLM use its AMX kernels
         (bf16 on CPU); off by default, as they die of SIGILL on hosts that report AMX without
-        running it. ``engine_kwargs`` go to ``vllm.LLM`` as is (e.g. ``quantization``)."""
+        running it. ``engine_kwargs`` go to ``vllm.LLM`` as is; ``quantization`` (``rollout.backend.quantization``)
+        is vLLM's ``quantization`` among them."""
+        if quantization is not None:
+            engine_kwargs = {**(engine_kwargs or {}), "quantization": quantization}
         if dtype not in _DTYPES:
             raise ValueError(f"vllm rollout: dtype must be one of {list(_DTYPES)}, got {dtype!r}")
         self.python = vllm_python(python)

@@ -74,8 +74,8 @@ class TorchTrainer(TrainerBackend):
 
     def __init__(self, model, cfg):
         # the HF model moves to the configured device (in place: an in-process rollout that shares it follows)
-        self.device = resolve_device(cfg.trainer.device)
-        self.amp = compute_dtype(self.device, cfg.trainer.precision)
+        self.device = resolve_device(cfg.trainer.backend.device)
+        self.amp = compute_dtype(self.device, cfg.trainer.backend.precision)
         self.model = model.to(self.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
         self.steps = 0

@@ -110,7 +110,7 @@ def test_rl_torch_trainer_updates_in_the_configured_precision(tok, precision, wa
     model = build_model(ModelConfig(), tok, seed=1)                        # the tiny Qwen3-MoE
     before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = RLConfig(steps=1, sampling={"prompts_per_step": 2, "group_size": 2}, rollout={"max_new_tokens": 6},
-                   trainer={"device": "cpu", "precision": precision})
+                   trainer={"backend": {"kind": "torch", "device": "cpu", "precision": precision}})
     seen, handles = _linear_output_dtypes(model)
     with watch_inputs(model) as bad:
         res = train(model, tok, prompts, cfg, score_fn=lambda *_: next(flip))

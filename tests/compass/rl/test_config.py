@@ -42,8 +42,10 @@ def test_every_flat_key_has_a_nested_field_with_the_same_default():
     for key in unmoved:
         assert getattr(cfg, key) == FLAT_DEFAULTS[key], key
     for key, where in MOVED.items():
-        section, field = where.split()[0].split(".")
-        holder = KIND_OF[key]() if key in KIND_OF else getattr(cfg, section)
+        *path, field = where.split()[0].split(".")
+        holder = KIND_OF[key]() if key in KIND_OF else cfg
+        for part in ([] if key in KIND_OF else path):
+            holder = getattr(holder, part)
         assert getattr(holder, field) == RETUNED.get(key, FLAT_DEFAULTS[key]), key
     assert (cfg.advantage.kind, cfg.loss.kind) == (FLAT_DEFAULTS["advantage"], FLAT_DEFAULTS["policy_loss"])
     # the loss's settings default as the flat config passed them, GSPO included (its clip_eps was clip_eps)
@@ -131,3 +133,60 @@ def test_the_shipped_config_holds_the_values_it_held_flat():
                                   "auto_group_size": {"candidates": [4, 8]}}).model_dump()
         assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
     assert cfg.genrm.grpo == _grpo_default()
+
+
+@pytest.mark.parametrize("section, data, message", [
+    ("rollout", {"backend": "native"}, r"`rollout\.backend: native` is now `rollout\.backend: \{kind: native\}`"),
+    ("trainer", {"backend": "megatron"}, r"`trainer\.backend: megatron` is now `trainer\.backend: \{kind: megatron\}`"),
+    ("rollout", {"max_batch_rows": 8}, r"`rollout\.max_batch_rows` moved to `rollout\.backend\.max_batch_rows` \(kind native\)"),
+    ("rollout", {"quantization": "fp8"}, r"`rollout\.quantization` moved to `rollout\.backend\.quantization` \(kind vllm\)"),
+    ("trainer", {"device": "cpu"}, r"`trainer\.device` moved to `trainer\.backend\.device` \(kind torch\)"),
+])
+def test_a_backend_setting_of_the_old_layout_names_its_new_place(section, data, message):
+    with pytest.raises(ConfigError, match=message) as ei:
+        validate(RLConfig, {section: data}, "rl.yaml")
+    assert len(str(ei.value).splitlines()) == 1
+
+
+def test_each_backend_kind_carries_its_own_settings():
+    """The union on kind: a setting of one backend is an unknown key on another, and the settings a kind
+    carries are its class's keyword arguments (what the engine passes)."""
+    from compass.rl.rollout.base import ROLLOUT_BACKEND_MODULES, get_rollout_backend
+    cfg = validate(RLConfig, {"rollout": {"backend": {"kind": "native", "max_batch_rows": 16}},
+                              "trainer": {"backend": {"kind": "torch", "precision": "bf16"}}})
+    assert cfg.rollout.backend.max_batch_rows == 16 and cfg.trainer.backend.precision == "bf16"
+    assert validate(RLConfig, cfg.model_dump()) == cfg
+    assert RLConfig().rollout.backend.kind == "auto" and RLConfig().trainer.backend.kind == "torch"
+    with pytest.raises(ConfigError, match=r"rollout\.backend\.hf\.max_batch_rows: unknown key"):
+        validate(RLConfig, {"rollout": {"backend": {"kind": "hf", "max_batch_rows": 4}}})
+    with pytest.raises(ConfigError, match=r"rollout\.backend\.native\.quantization: unknown key"):
+        validate(RLConfig, {"rollout": {"backend": {"kind": "native", "quantization": "fp8"}}})
+    with pytest.raises(ConfigError, match=r"trainer\.backend\.megatron\.device: unknown key"):
+        validate(RLConfig, {"trainer": {"backend": {"kind": "megatron", "device": "cuda"}}})
+    with pytest.raises(ConfigError, match=r"rollout\.backend\.native\.device"):
+        validate(RLConfig, {"rollout": {"backend": {"kind": "native", "device": "gpu"}}})
+    from compass.rl.config import HfRolloutSettings, NativeRolloutSettings, VllmRolloutSettings
+    for kind, settings in (("native", NativeRolloutSettings), ("hf", HfRolloutSettings),
+                           ("vllm", VllmRolloutSettings)):
+        assert kind in ROLLOUT_BACKEND_MODULES
+        params = inspect.signature(get_rollout_backend(kind).__init__).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        for name in settings().model_dump(exclude={"kind"}):
+            assert name in params or takes_any, (kind, name)
+
+
+def test_the_backend_names_a_config_offers_are_the_registered_ones():
+    """The kinds of rollout.backend and evaluation.backend are the registry's module table (plus auto): a new
+    backend cannot be registered without being offered, or offered without being registered."""
+    import typing
+    from compass.rl.config import RolloutBackendConfig, TrainerBackendConfig
+    from compass.rl.rollout.base import ROLLOUT_BACKEND_MODULES
+    from compass.rl.trainer.base import TRAINER_BACKEND_MODULES
+    from stages.evaluation.config import EvalConfig
+
+    def kinds(union):
+        members = typing.get_args(typing.get_args(union)[0])
+        return {typing.get_args(m.model_fields["kind"].annotation)[0] for m in members}
+    assert kinds(RolloutBackendConfig) == {"auto", *ROLLOUT_BACKEND_MODULES}
+    assert kinds(TrainerBackendConfig) == set(TRAINER_BACKEND_MODULES)
+    assert set(typing.get_args(EvalConfig.model_fields["backend"].annotation)) == {"auto", *ROLLOUT_BACKEND_MODULES}

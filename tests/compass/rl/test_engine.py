@@ -184,7 +184,7 @@ def test_engine_with_the_megatron_trainer_and_a_bf16_rollout_replaying_routes(to
     before = {k: v.clone() for k, v in model.state_dict().items()}
     cfg = RLConfig(steps=2, sampling={"prompts_per_step": 3, "group_size": 4},
                    rollout={"max_new_tokens": 8, "dtype": "bfloat16"},
-                   trainer={"lr": 1e-3, "backend": "megatron", "router_replay": True})
+                   trainer={"lr": 1e-3, "backend": {"kind": "megatron"}, "router_replay": True})
     res = train(model, tok, PROMPTS, cfg, score_fn=planted())
     for m in res.metrics:
         # planted near-tie routers: routes flip under bf16 on every step, and replay shrinks the gap

@@ -114,9 +114,8 @@ def test_any_split_samples_the_same_completions(model, tok):
 
 
 @pytest.mark.parametrize("rollout, message", [
-    ({"quantization": "fp8"}, "rollout.quantization 'fp8' needs the vllm backend, not native"),
-    ({"backend": "hf", "max_new_tokens_by_task": {"a": 3}}, "max_new_tokens_by_task needs the native backend"),
-    ({"backend": "vllm", "detokenize": "controller"}, "rollout.detokenize 'controller' needs the hf or native"),
+    ({"backend": {"kind": "hf"}, "max_new_tokens_by_task": {"a": 3}}, "max_new_tokens_by_task needs the native backend"),
+    ({"backend": {"kind": "vllm"}, "detokenize": "controller"}, "rollout.detokenize 'controller' needs the hf or native"),
 ])
 def test_backend_only_settings_refused_before_anything_starts(model, tok, rollout, message):
     from compass.rl.config import RLConfig

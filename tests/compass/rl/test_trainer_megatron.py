@@ -324,6 +324,7 @@ def test_update_edge_cases(hf_model, batch, monkeypatch):
 
     cfg = rl_cfg()
     monkeypatch.setitem(losses.POLICY_LOSSES, cfg.loss.kind, seq_only)
+    monkeypatch.setitem(losses.ADVANTAGE_SHAPES, cfg.loss.kind, "completion")   # as it would be registered
     mask = batch["completion_mask"][:, 1:].float()
     adv_tok = torch.randn(mask.shape, generator=torch.Generator().manual_seed(5))
     m = tr.update(batch, adv_tok, old_logp, cfg)
