@@ -101,6 +101,10 @@ RolloutBackendConfig = Annotated[Union[AutoRollout, NativeRolloutSettings, HfRol
 class TorchTrainerSettings(ComputeSettings):
     """The HF policy itself with AdamW (compass.rl.trainer.torch_trainer): on ``device`` in ``precision``."""
     kind: Literal["torch"] = "torch"
+    micro_batch_tokens: int | None = Field(
+        None, ge=1, description="split each update's rows into micro-batches of at most this many (padded) tokens "
+                                "and accumulate their gradients into one optimizer step: bounds activation memory; "
+                                "the same update, for one extra forward (None: one forward per mini-batch)")
 
 
 class MegatronTrainerSettings(StrictModel):
