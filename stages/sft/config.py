@@ -14,6 +14,10 @@ class SFTConfig(ComputeSettings):
     steps: int = Field(150, ge=1, description="optimizer steps (~5 s on 2 cores with the tiny model)")
     batch_size: int = Field(16, ge=1, description="samples per micro-batch (with packing: packed into rows "
                                                   "of at most pack_len tokens)")
+    micro_batch_tokens: int | None = Field(None, ge=8, description="run each micro-batch through the model in "
+                                                                   "pieces of at most this many (padded) tokens, "
+                                                                   "gradients accumulated: the same step, less "
+                                                                   "activation memory (None: whole)")
     grad_accum_steps: int = Field(1, ge=1, description="micro-batches per optimizer step: a step sees "
                                                        "grad_accum_steps x batch_size samples, loss = token mean "
                                                        "over all of their supervised tokens")

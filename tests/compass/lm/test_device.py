@@ -132,3 +132,34 @@ def test_evaluation_placement_is_a_no_op_on_the_cpu_in_fp32(tok):
     assert next(model.parameters()).data_ptr() == ptr                     # not copied
     place_for_inference(model, "cpu", "bf16")
     assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_sft_pieces_capped_by_tokens_make_the_same_step(tok):
+    """``micro_batch_tokens``: a micro-batch in pieces, gradients accumulated: the same losses and weights."""
+    import copy
+    import logging
+    from compass.lm.sft.train import encode_table, split_by_tokens, train_sft
+    enc, _ = encode_table(tok, [f"{a}+{a}=?" for a in range(8)], [str(2 * a) for a in range(8)], 64)
+    assert [len(p) for p in split_by_tokens(enc, None)] == [8]
+    pieces = split_by_tokens(enc, 2 * max(len(s[0]) for s in enc))
+    assert len(pieces) >= 4 and [s for p in pieces for s in p] == enc
+    base = build_model(ModelConfig(arch="qwen3"), tok, seed=0)
+    losses = {}
+    for cap, packing in ((None, True), (24, True), (None, False), (24, False)):
+        m = train_sft(copy.deepcopy(base), tok, enc, steps=3, batch_size=8, lr=1e-3, warmup_steps=0,
+                      weight_decay=0.0, grad_clip=1.0, seed=0, log_every=1, logger=logging.getLogger("test"),
+                      packing=packing, micro_batch_tokens=cap)
+        losses[cap, packing] = m["losses"]
+    for packing in (True, False):
+        assert losses[None, packing] == pytest.approx(losses[24, packing], rel=1e-5)
+    # the gradient itself: the pieces' summed losses back-propagate to the whole micro-batch's gradient
+    from compass.lm.sft.train import padded_loss_sum, packed_loss_sum
+    for loss_of in (lambda m, s: padded_loss_sum(m, s, tok.pad_token_id),
+                    lambda m, s: packed_loss_sum(m, s, tok.pad_token_id, 64)):
+        grads = []
+        for parts in ([enc], split_by_tokens(enc, 24)):
+            model = copy.deepcopy(base)
+            for p in parts:
+                loss_of(model, p)[0].backward()
+            grads.append({k: v.grad for k, v in model.named_parameters()})
+        assert all(torch.allclose(grads[0][k], grads[1][k], rtol=1e-4, atol=1e-7) for k in grads[0])
