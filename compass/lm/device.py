@@ -62,6 +62,30 @@ def autocast(device: torch.device, dtype: torch.dtype):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+@contextlib.contextmanager
+def activation_checkpointing(model, on: bool):
+    """Within the block (``on``), the model's training forwards keep each layer's input only and recompute the
+    layer in the backward: transformers' own forward (its gradient checkpointing) and the native Qwen3
+    forwards (:func:`compass.lm.qwen3_native.checkpointed_layers`). Off: nothing changes."""
+    if not on:
+        yield
+        return
+    from compass.lm.qwen3_native import checkpointed_layers
+    was = getattr(model, "is_gradient_checkpointing", False)
+    hf = not was and getattr(model, "supports_gradient_checkpointing", False)
+    use_cache = getattr(model.config, "use_cache", None)
+    if hf:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False          # a training forward has no KV cache (transformers warns otherwise)
+    try:
+        with checkpointed_layers(True):
+            yield
+    finally:
+        if hf:
+            model.gradient_checkpointing_disable()
+            model.config.use_cache = use_cache
+
+
 def model_device(model) -> torch.device:
     """The device of a model's first parameter (the one its inputs must go to)."""
     return next(model.parameters()).device

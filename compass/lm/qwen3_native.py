@@ -14,10 +14,14 @@ no sliding window, no attention dropout, every layer MoE (or every layer dense).
 """
 from __future__ import annotations
 
+import contextvars
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 _GROUPED_MM = hasattr(torch, "_grouped_mm")   # the one-kernel path for all experts (else a loop over experts)
 
@@ -152,6 +156,28 @@ def _mlp(h: torch.Tensor, lw: PackedLayer) -> torch.Tensor:
     return (F.silu(g) * u) @ lw.down
 
 
+_CHECKPOINT = contextvars.ContextVar("compass_checkpoint_layers", default=False)
+
+
+@contextmanager
+def checkpointed_layers(on: bool = True) -> Iterator[None]:
+    """Within the block (``on``), the training forwards here (:func:`forward_layers` without a KV cache,
+    :func:`shared_prefix_hidden`) keep only each layer's input for the backward and run the layer again
+    there (activation checkpointing): activation memory of one layer instead of all, for one more forward."""
+    token = _CHECKPOINT.set(on)
+    try:
+        yield
+    finally:
+        _CHECKPOINT.reset(token)
+
+
+def _layer_call(fn, *args):
+    """``fn(*args)``, checkpointed when :func:`checkpointed_layers` is on and gradients are recorded."""
+    if _CHECKPOINT.get() and torch.is_grad_enabled():
+        return checkpoint(fn, *args, use_reentrant=False)
+    return fn(*args)
+
+
 class KVCache:
     """Preallocated KV cache ``[rows, KVH, width, D]`` per layer, and which columns each row may attend to."""
 
@@ -188,7 +214,8 @@ def forward_layers(w: PackedWeights, x: torch.Tensor, pos: torch.Tensor, mask: t
     emb = torch.cat((freqs, freqs), -1)
     cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]     # [R, 1, S, D]
     scale = D ** -0.5
-    for li, lw in enumerate(w.layers):
+
+    def layer(x, li, lw):
         h = _rms(x, lw.in_norm, w.eps)
         q, k, v = (h @ lw.qkv).split([H * D, KVH * D, KVH * D], dim=-1)
         q = _rope(_rms(q.view(R, S, H, D), lw.q_norm, w.eps).transpose(1, 2), cos, sin)      # [R, H, S, D]
@@ -202,12 +229,17 @@ def forward_layers(w: PackedWeights, x: torch.Tensor, pos: torch.Tensor, mask: t
         x = x + a.transpose(1, 2).reshape(R, S, H * D) @ lw.o
         h = _rms(x, lw.post_norm, w.eps)
         if lw.router is None:
-            x = x + _mlp(h, lw)
+            return x + _mlp(h, lw)
+        y, top_i = _moe(h.reshape(R * S, hidden), lw, w)
+        if routes is not None:
+            routes.append(top_i.view(R, S, -1))
+        return x + y.view(R, S, hidden)
+
+    for li, lw in enumerate(w.layers):
+        if cache is None and routes is None:        # the training forward: may be checkpointed
+            x = _layer_call(lambda x_, li_=li, lw_=lw: layer(x_, li_, lw_), x)
         else:
-            y, top_i = _moe(h.reshape(R * S, hidden), lw, w)
-            x = x + y.view(R, S, hidden)
-            if routes is not None:
-                routes.append(top_i.view(R, S, -1))
+            x = layer(x, li, lw)
     return _rms(x, w.norm, w.eps)
 
 
@@ -265,7 +297,7 @@ def shared_prefix_hidden(model, prefixes: list[torch.Tensor], row_prefix: list[i
         k = _rope(_rms(k.view(R, S, KVH, D), lw.k_norm, w.eps).transpose(1, 2), cos, sin)
         return q, k, v.view(R, S, KVH, D).transpose(1, 2)
 
-    for lw in w.layers:
+    def layer(xp, xc, lw):
         qp, kp, vp = qkv(xp, lw, cos_p, sin_p)
         qc, kc, vc = qkv(xc, lw, cos_c, sin_c)
         ap = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=p_mask, scale=D ** -0.5, enable_gqa=KVH != H)
@@ -275,8 +307,10 @@ def shared_prefix_hidden(model, prefixes: list[torch.Tensor], row_prefix: list[i
         xc = xc + ac.transpose(1, 2).reshape(B, Wc, H * D) @ lw.o
         h = torch.cat([_rms(xp, lw.post_norm, w.eps).reshape(-1, hidden), _rms(xc, lw.post_norm, w.eps).reshape(-1, hidden)])
         y = _mlp(h, lw) if lw.router is None else _moe(h, lw, w)[0]
-        xp = xp + y[:U * Wp].view(U, Wp, hidden)
-        xc = xc + y[U * Wp:].view(B, Wc, hidden)
+        return xp + y[:U * Wp].view(U, Wp, hidden), xc + y[U * Wp:].view(B, Wc, hidden)
+
+    for lw in w.layers:
+        xp, xc = _layer_call(lambda a, b, lw_=lw: layer(a, b, lw_), xp, xc)
     last = _rms(xp[:, -1], w.norm, w.eps)                                        # [U, hidden]
     comp = _rms(xc, w.norm, w.eps)                                               # [B, Wc, hidden]
     return torch.cat([torch.cat([last[row_prefix[b]][None], comp[b, :c.numel() - 1]])

@@ -105,6 +105,9 @@ class TorchTrainerSettings(ComputeSettings):
         None, ge=1, description="split each update's rows into micro-batches of at most this many (padded) tokens "
                                 "and accumulate their gradients into one optimizer step: bounds activation memory; "
                                 "the same update, for one extra forward (None: one forward per mini-batch)")
+    activation_checkpointing: bool = Field(False, description="keep each layer's input only and recompute the "
+                                                              "layer in the backward: activation memory of one "
+                                                              "layer, for one more forward per update")
 
 
 class MegatronTrainerSettings(StrictModel):

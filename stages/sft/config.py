@@ -18,6 +18,9 @@ class SFTConfig(ComputeSettings):
                                                                    "pieces of at most this many (padded) tokens, "
                                                                    "gradients accumulated: the same step, less "
                                                                    "activation memory (None: whole)")
+    activation_checkpointing: bool = Field(False, description="torch backend: keep each layer's input only and "
+                                                              "recompute the layer in the backward (less "
+                                                              "activation memory, one more forward)")
     grad_accum_steps: int = Field(1, ge=1, description="micro-batches per optimizer step: a step sees "
                                                        "grad_accum_steps x batch_size samples, loss = token mean "
                                                        "over all of their supervised tokens")

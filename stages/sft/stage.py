@@ -82,7 +82,8 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
                   packing=config.packing, pack_len=config.pack_len or config.max_len, heldout=held_enc,
                   eval_every=config.eval_every, state_dir=state_dir, checkpoint_every=config.checkpoint_every,
                   backend=config.backend, device=config.device, precision=config.precision,
-                  micro_batch_tokens=config.micro_batch_tokens)
+                  micro_batch_tokens=config.micro_batch_tokens,
+                  activation_checkpointing=config.activation_checkpointing)
     losses, heldout = m["losses"], m["heldout"]
     k = min(5, len(losses))
     metrics = {

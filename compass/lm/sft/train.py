@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from compass.lm.chat import collate, encode_sft_pair
+from compass.lm.device import activation_checkpointing as ckpt
 from compass.lm.device import autocast, compute_dtype, model_device, resolve_device, to_device
 from compass.progress import progress, step_level
 from compass.runtime.stage_state import load_state, save_state
@@ -203,6 +204,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
               pack_len: int | None = None, heldout: list[Sample] | None = None, eval_every: int = 0,
               state_dir=None, checkpoint_every: int = 0, backend: str = "torch",
               device: str = "auto", precision: str = "auto", micro_batch_tokens: int | None = None,
+              activation_checkpointing: bool = False,
               on_step: Callable[[int], None] | None = None) -> dict:
     """AdamW steps on seeded batches (each epoch a fresh shuffle of ``encoded``).
 
@@ -218,6 +220,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     trains and in what precision (:mod:`compass.lm.device`; the model is moved there and stays there).
     ``micro_batch_tokens``: each micro-batch goes through the model in pieces of at most that many (padded)
     tokens, gradients accumulated (:func:`split_by_tokens`): the same step, less activation memory.
+    ``activation_checkpointing``: the torch backend's forwards keep each layer's input only and recompute
+    the layer in the backward (:func:`compass.lm.device.activation_checkpointing`).
     ``on_step(n)`` is
     called after each step (``n`` steps done, state saved), e.g. to inject a fault in tests.
 
@@ -293,7 +297,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
         step_loss = 0.0
         for mb in micro_batches:
             for piece in split_by_tokens(mb, micro_batch_tokens):
-                with autocast(dev, amp):
+                with autocast(dev, amp), ckpt(model, activation_checkpointing and backend == "torch"):
                     loss_sum, c = net(piece)
                 (loss_sum / n_sup).backward()
                 step_loss += float(loss_sum.detach())

@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-from compass.lm.device import autocast, compute_dtype, resolve_device, to_device
+from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.model_config import is_moe
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean, policy_loss
@@ -162,6 +162,7 @@ class TorchTrainer(TrainerBackend):
         self.device = resolve_device(cfg.trainer.backend.device)
         self.amp = compute_dtype(self.device, cfg.trainer.backend.precision)
         self.micro_batch_tokens = cfg.trainer.backend.micro_batch_tokens
+        self.checkpointing = cfg.trainer.backend.activation_checkpointing
         self.model = model.to(self.device)
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.trainer.lr, weight_decay=cfg.trainer.weight_decay)
         self.steps = 0
@@ -201,9 +202,10 @@ class TorchTrainer(TrainerBackend):
         self.last = {}
         batch, advantages, old_logp, routes, old_entropy = self._on_device(batch, advantages, old_logp, routes,
                                                                            old_entropy)
-        m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
-                        old_entropy=old_entropy, sink=self.last, amp=(self.device, self.amp),
-                        micro_batch_tokens=self.micro_batch_tokens)
+        with activation_checkpointing(self.model, self.checkpointing):
+            m = policy_step(self.model, self.optimizer, batch, advantages, cfg, old_logp=old_logp, routes=routes,
+                            old_entropy=old_entropy, sink=self.last, amp=(self.device, self.amp),
+                            micro_batch_tokens=self.micro_batch_tokens)
         self.steps += int(m["updated"])
         return m
 

@@ -100,3 +100,22 @@ def test_the_trainer_reads_the_cap_from_its_settings():
     tok = build_tokenizer("")
     cfg = RLConfig(trainer={"backend": {"kind": "torch", "micro_batch_tokens": 64}})
     assert TorchTrainer(build_model(ModelConfig(), tok, seed=0), cfg).micro_batch_tokens == 64
+
+
+def test_an_engine_step_with_micro_batches_and_checkpointing_trains():
+    import itertools
+    import json
+    from compass.rl.engine import train
+    from compass.rl.sampling.prompt_data import RLPrompt
+    tok = build_tokenizer("")
+    v = json.dumps({"type": "test"})
+    prompts = [RLPrompt(f"P{i}", f"{i}+{i}=?", "mixed", v, "math", "a") for i in range(3)]
+    flip = itertools.cycle([1.0, 0.0])
+    model = build_model(ModelConfig(), tok, seed=2)
+    before = {k: t.clone() for k, t in model.state_dict().items()}
+    cfg = RLConfig(steps=1, sampling={"prompts_per_step": 3, "group_size": 2}, rollout={"max_new_tokens": 6},
+                   trainer={"backend": {"kind": "torch", "micro_batch_tokens": 24, "activation_checkpointing": True}})
+    res = train(model, tok, prompts, cfg, score_fn=lambda *_: next(flip))
+    assert res.metrics[0]["updated"] == 1.0
+    assert any(not torch.equal(before[k], t) for k, t in model.state_dict().items())
+    assert not getattr(model, "is_gradient_checkpointing", False) and model.config.use_cache in (True, None)
