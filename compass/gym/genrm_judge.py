@@ -47,11 +47,14 @@ class GenRMJudge:
 
     @classmethod
     def from_checkpoint(cls, path: str, *, max_new_tokens: int = 256, batch_size: int = 16,
-                        swap_check: bool = False) -> "GenRMJudge":
-        """A judge backed by a local GenRM checkpoint on the ``hf`` rollout backend (greedy)."""
+                        swap_check: bool = False, device: str = "auto") -> "GenRMJudge":
+        """A judge backed by a local GenRM checkpoint on the ``hf`` rollout backend (greedy), on ``device`` (auto:
+        the GPU when there is one, in bf16; the CPU in fp32: :func:`compass.lm.device.place_for_inference`)."""
         from compass.lm.chat import chat_prefix, sample
+        from compass.lm.device import place_for_inference
         from compass.lm.model_factory import load_checkpoint
         model, tok = load_checkpoint(path)
+        place_for_inference(model, device)
         context = getattr(model.config, "max_position_embeddings", None)
 
         def fits(prompt: str) -> bool:

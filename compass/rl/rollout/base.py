@@ -73,6 +73,8 @@ class RolloutBackend(Protocol):
     seeded_streams: bool = False      # draws follow SamplingParams.streams: a prompt's samples are the same on any shard
     per_prompt_budgets: bool = False  # honours SamplingParams.budgets (rollout.max_new_tokens_by_task)
     takes_weight_refs: bool = False   # sync_weights accepts a trainer's hf_state_dict_ref()
+    chat_sample_equivalent: bool = False  # in-process greedy/sampled text equals compass.lm.chat.sample's, which
+                                          # evaluation then calls directly (hf: both are transformers' generate)
     splits_by_work: bool = False      # generate_samples takes the prompts' predicted work and orders it itself
                                       # (a Ray pool), reporting its plan in last_schedule
 

@@ -23,6 +23,7 @@ from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParam
 @register_rollout_backend("hf")
 class HfRollout(LocalModelRollout):
     name = "hf"
+    chat_sample_equivalent = True
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams) -> list[list[Completion]]:

@@ -35,7 +35,7 @@ def open_sampler(backend: str, model, tok, *, workers: int = 0) -> Iterator[Call
     if backend == "auto":
         from compass.rl.engine import resolve_rollout_backend
         backend = resolve_rollout_backend("auto", model)
-    if backend == "hf" and not workers:
+    if get_rollout_backend(backend).chat_sample_equivalent and not workers:
         yield sample
         return
     if workers:
