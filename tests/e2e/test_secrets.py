@@ -23,6 +23,7 @@ import pyarrow as pa
 from compass.rl.sampling.prompt_data import prompts_from_table
 from compass.rl.engine import _default_score
 from compass.rl.rollout.scored import rollout_and_score
+from compass.rl.rollout.base import RolloutBackend
 from tests.e2e.conftest import REPO, compass, compass_env, last_json, write_config
 from tests.s3_server import find_weed, free_port_pairs, start_s3_server
 
@@ -129,7 +130,7 @@ def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monk
 
 
 # -- the code sandbox, reached the way the RL stages reach it ------------------------------------------------
-class _ScriptedRollout:
+class _ScriptedRollout(RolloutBackend):
     """Stands in for the policy model (a random tiny model cannot be made to write these programs): each
     prompt's one completion is a fixed program. Everything after it is the stages' own path."""
 

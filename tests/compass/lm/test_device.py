@@ -162,7 +162,8 @@ def test_sft_pieces_capped_by_tokens_make_the_same_step(tok):
             for p in parts:
                 loss_of(model, p)[0].backward()
             grads.append({k: v.grad for k, v in model.named_parameters()})
-        assert all(torch.allclose(grads[0][k], grads[1][k], rtol=1e-4, atol=1e-7) for k in grads[0])
+        for k in grads[0]:                  # equal up to float summation order, relative to the tensor's scale
+            assert float((grads[0][k] - grads[1][k]).abs().max()) <= 1e-5 * float(grads[0][k].abs().max()) + 1e-9, k
 
 
 def _saved_bytes_and_grads(model, loss_fn, on: bool):

@@ -63,8 +63,9 @@ def test_micro_batches_make_the_same_update_as_one_forward(loss):
     for key in ("loss", "entropy", "grad_norm", "adv_abs_token_mean", "updated"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-4, abs=1e-6), key
     assert max(float(d.abs().max()) for d in p1.values()) > 1e-3              # the step moved the weights
-    for k in p1:                                                               # by the same gradient
-        assert torch.allclose(p1[k], p2[k], rtol=1e-4, atol=1e-7), (k, float((p1[k] - p2[k]).abs().max()))
+    for k in p1:       # by the same gradient, up to float summation order and the rounding of the new weight
+        ulp = 2.0 ** -23 * float(model.state_dict()[k].abs().max())
+        assert float((p1[k] - p2[k]).abs().max()) <= 1e-5 * float(p1[k].abs().max()) + 4 * ulp, k
 
 
 def test_micro_batches_with_router_replay_and_no_signal():
@@ -86,7 +87,10 @@ def test_micro_batches_with_router_replay_and_no_signal():
         out[cap] = (policy_step(m, opt, batch, adv, cfg, routes=routes, micro_batch_tokens=cap),
                     dict(m.named_parameters()))
     assert out[None][0]["loss"] == pytest.approx(out[16][0]["loss"], abs=1e-6)
-    assert all(torch.allclose(out[None][1][k], out[16][1][k], atol=1e-6) for k in out[None][1])
+    for k, w in out[None][1].items():          # the same step, up to float rounding of the step and the weight
+        moved = float((w - model.state_dict()[k]).abs().max())
+        ulp = 2.0 ** -23 * float(w.abs().max())
+        assert float((w - out[16][1][k]).abs().max()) <= 1e-5 * moved + 4 * ulp, k
     # no signal: no step, as without micro-batches
     m = copy.deepcopy(model)
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
