@@ -38,7 +38,7 @@ from types import SimpleNamespace
 
 import torch
 
-from compass.lm.device import compute_dtype, resolve_device, watch_inputs
+from compass.lm.device import compute_dtype, model_device, resolve_device, watch_inputs
 
 # dense bf16 peak FLOP/s (no sparsity), from the vendors' data sheets, by a substring of the device name
 PEAK_BF16 = {"H100": 989.4e12, "H200": 989.4e12, "H800": 989.4e12, "A100": 312e12, "L40S": 362.1e12,
@@ -134,7 +134,7 @@ def _tok():
     return SimpleNamespace(eos_token_id=EOS, pad_token_id=PAD)
 
 
-def phase_build(name, spec, dev):
+def phase_build(spec, dev):
     model = build(spec, dev)
     n = sum(p.numel() for p in model.parameters())
     return model, {"params_b": round(n / 1e9, 3), "active_params_b": round(active_params(model, spec) / 1e9, 3),
@@ -205,7 +205,7 @@ def phase_rollout(model, spec, dev, work, gen):
         row["speedup_vs_generate"] = round(row["tokens_per_s"] / row["generate_tokens_per_s"], 2)
     except torch.cuda.OutOfMemoryError as e:
         row["generate_tokens_per_s"] = f"not measured: out of memory ({str(e).splitlines()[0][:120]})"
-    row["checks"] = {"rollout_on_device": next(m.parameters()).device == dev,
+    row["checks"] = {"rollout_on_device": model_device(m) == dev,
                      "finite_logprobs": all(bool(torch.isfinite(torch.from_numpy(c.logprobs)).all())
                                             for g in groups for c in g)}
     rollout.close()
@@ -295,7 +295,7 @@ def main(argv: list[str]) -> int:
         model = None
         phase = "build"
         try:
-            model, row = phase_build(name, spec, dev)
+            model, row = phase_build(spec, dev)
             emit({"phase": "build", "model": name, **row})
             phase = "sft"
             row = phase_sft(model, spec, dev, args.precision, work, gen)

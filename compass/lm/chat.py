@@ -44,10 +44,11 @@ def sample(model, tok, prompts: list[str], *, n: int = 1, max_new_tokens: int = 
     Returns, per prompt, n dicts: ``text`` (decoded, special markup kept),
     ``ids`` (completion token ids, eos included when produced).
     """
+    from compass.lm.device import model_device
     torch.manual_seed(seed)
     model.eval()
     enc = tok([chat_prefix(tok, p) for p in prompts], return_tensors="pt", padding=True,
-              add_special_tokens=False).to(next(model.parameters()).device)      # inputs where the model is
+              add_special_tokens=False).to(model_device(model))                 # inputs where the model is
     do_sample = temperature > 0
     out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=do_sample,
                          temperature=temperature if do_sample else None, top_p=None, top_k=None,

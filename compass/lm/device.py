@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Literal
-
 import torch
 
 from compass.config import DEVICE_PATTERN
-
-Precision = Literal["auto", "fp32", "bf16"]
 
 
 def resolve_device(setting: str = "auto") -> torch.device:

@@ -57,33 +57,31 @@ class ActorResources(StrictModel):
 
 # -- backends: each kind with its own settings (the keyword arguments of its class) ---------------
 
-def _rollout_device():
-    return Field("auto", pattern=DEVICE_PATTERN,
-                 description="where the rollout computes (auto: the GPU when torch sees one; in a Ray actor given "
-                             "num_gpus, that GPU); on the trainer's device it shares or copies the trainer's model, "
-                             "elsewhere it keeps a synced copy")
+class _InProcessRollout(StrictModel):
+    """What every rollout that runs the HF model in its own process has: where it computes."""
+    device: str = Field("auto", pattern=DEVICE_PATTERN,
+                        description="where the rollout computes (auto: the GPU when torch sees one; in a Ray actor "
+                                    "given num_gpus, that GPU); on the trainer's device it shares or copies the "
+                                    "trainer's model, elsewhere it keeps a synced copy")
 
 
-class AutoRollout(StrictModel):
+class AutoRollout(_InProcessRollout):
     """``native`` where the model is supported (measured faster than ``hf``), else ``hf``."""
     kind: Literal["auto"] = "auto"
-    device: str = _rollout_device()
 
 
-class NativeRolloutSettings(StrictModel):
+class NativeRolloutSettings(_InProcessRollout):
     """Our KV-cache decoder for Qwen3 / Qwen3-MoE (compass.rl.rollout.native)."""
     kind: Literal["native"] = "native"
-    device: str = _rollout_device()
     max_batch_rows: int | None = Field(None, ge=1, description="decode at most this many rows at once "
                                                                "(micro-batches, longest predicted first); None: on "
                                                                "a GPU as many as fit its free memory, on the CPU "
                                                                "a step's rows in one batch")
 
 
-class HfRolloutSettings(StrictModel):
+class HfRolloutSettings(_InProcessRollout):
     """transformers' ``generate`` (compass.rl.rollout.hf)."""
     kind: Literal["hf"] = "hf"
-    device: str = _rollout_device()
 
 
 class VllmRolloutSettings(StrictModel):

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import torch
 
+from compass.lm.device import model_device
 from compass.rl.rollout.base import Completion, LocalModelRollout, SamplingParams, register_rollout_backend
 
 
@@ -33,7 +34,7 @@ class HfRollout(LocalModelRollout):
         tok, model = self.tok, self.model
         pad, eos = tok.pad_token_id, tok.eos_token_id
         width = max(len(p) for p in prompt_ids)
-        dev = next(model.parameters()).device                                    # inputs where the model is
+        dev = model_device(model)                                                # inputs where the model is
         ids = torch.full((len(prompt_ids), width), pad, dtype=torch.long, device=dev)   # left padding
         attn = torch.zeros_like(ids)
         for i, p in enumerate(prompt_ids):

@@ -116,9 +116,9 @@ def _policy_step_micro(model, optimizer, batch, advantages, cfg, groups, *, old_
     # pass 1, no gradients: the whole batch's log-probs and entropies, one micro-batch at a time
     logp = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
     entropy = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    parts = [(idx, *_rows(batch, routes, idx)) for idx in groups]         # views: each group cut once
     with torch.no_grad():
-        for idx in groups:
-            sub, sub_routes, width = _rows(batch, routes, idx)
+        for idx, sub, sub_routes, width in parts:
             with _replay(model, sub_routes), forward_ctx():
                 lp, en = token_logprobs(model, sub["input_ids"], sub["attention_mask"], temperature,
                                         only=sub["completion_mask"][:, 1:])
@@ -137,8 +137,7 @@ def _policy_step_micro(model, optimizer, batch, advantages, cfg, groups, *, old_
         (g,) = torch.autograd.grad(loss, leaf)
         optimizer.zero_grad(set_to_none=True)
         # pass 2: each micro-batch again, with gradients; its rows' share of dL/dlogp flows back through it
-        for idx in groups:
-            sub, sub_routes, width = _rows(batch, routes, idx)
+        for idx, sub, sub_routes, width in parts:
             with _replay(model, sub_routes):
                 with forward_ctx():
                     lp, _ = token_logprobs(model, sub["input_ids"], sub["attention_mask"], temperature,
