@@ -85,11 +85,36 @@ class HfRolloutSettings(_InProcessRollout):
 
 
 class VllmRolloutSettings(StrictModel):
-    """vLLM in its own environment, driven over pipes (compass.rl.rollout.vllm_client)."""
+    """vLLM in its own environment, driven over pipes (compass.rl.rollout.vllm_client). Each key reaches the
+    engine (``vllm.LLM``) as named; the worker reports the engine's own values back (``rollout.info['engine']``)."""
     kind: Literal["vllm"] = "vllm"
     quantization: Literal["fp8"] | None = Field(
         None, description="fp8 = vLLM's quantization='fp8' (weights quantized on load and on every weight sync; "
                           "paper §3.1.2). Needs a GPU with FP8 (H100)")
+    device: str = Field("auto", pattern=DEVICE_PATTERN,
+                        description="auto: the GPU the trainer uses when there is one (colocated: vLLM sleeps "
+                                    "during the update), else the CPU; cuda:N: that GPU only (separate from the "
+                                    "trainer's); cpu: vLLM's CPU build")
+    gpu_memory_utilization: float = Field(0.5, gt=0, le=1,
+                                          description="share of the GPU's memory vLLM may take (weights + KV "
+                                                      "cache); colocated, the trainer keeps the rest")
+    max_model_len: int | None = Field(None, ge=1, description="longest prompt + completion the engine admits "
+                                                              "(None: the model's max_position_embeddings)")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one engine spans (>1: vLLM's multiprocess "
+                                                           "executor; routes are then recorded by the engine only)")
+    enforce_eager: bool | None = Field(None, description="no CUDA graphs (None: off on a GPU, on on the CPU)")
+    prefix_caching: bool | None = Field(None, description="reuse the KV of shared prefixes (None: on, except "
+                                                          "while MoE routes are recorded: a cached prefix is never "
+                                                          "run, so its routes would be lost)")
+    sleep: bool | None = Field(None, description="free vLLM's GPU memory (weights to host, KV cache dropped) "
+                                                 "from the end of a rollout to the next weight sync, so the "
+                                                 "trainer has the GPU to itself (None: on when colocated on a "
+                                                 "GPU; vLLM has no sleep mode on the CPU)")
+    weight_sync: Literal["auto", "file", "shm", "cuda_ipc", "collective"] = Field(
+        "auto", description="how the trainer's weights reach the engine: in memory (shm on the CPU, cuda_ipc on "
+                            "a shared GPU, collective = NCCL/gloo broadcast to a separate one) or the file "
+                            "fallback (a safetensors file written and read each sync); auto picks the in-memory "
+                            "path for where the engine runs")
 
 
 RolloutBackendConfig = Annotated[Union[AutoRollout, NativeRolloutSettings, HfRolloutSettings, VllmRolloutSettings],
@@ -137,9 +162,10 @@ class RolloutConfig(StrictModel):
     backend: RolloutBackendConfig = Field(default_factory=AutoRollout,
                                           description="rollout backend: a kind (auto, native, hf, vllm) and its "
                                                       "settings")
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="rollout precision: float32 shares the trainer's weights; bfloat16 is a synced copy "
-                               "(the train-inference split)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="rollout precision: float32 shares the trainer's weights; bfloat16 is a synced copy "
+                            "(the train-inference split); auto: float32 for the in-process backends, bfloat16 "
+                            "for vllm on a GPU (float32 on the CPU)")
     workers: int = Field(0, ge=0, description="0: the rollout runs in the controller's process; N: N Ray actors each "
                                               "run the rollout backend on a share of the prompts "
                                               "(compass.rl.rollout.ray_pool)")

@@ -143,9 +143,10 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
     else:
         trainer = trainer_cls(model, cfg)
     # same weights in the same precision on both sides (shared, or a copy synced every step)
-    same_policy = trainer_cls.updates_model_in_place and cfg.rollout.dtype == "float32" and rollout_cls.runs_model_here
+    dtype = rollout_dtype(cfg.rollout.dtype, rollout_cls)
+    same_policy = trainer_cls.updates_model_in_place and dtype == "float32" and rollout_cls.runs_model_here
     # the backend's own settings are its class's keyword arguments (as advantage and loss settings are)
-    options = {"dtype": cfg.rollout.dtype, **cfg.rollout.backend.model_dump(exclude={"kind"})}
+    options = {"dtype": dtype, **cfg.rollout.backend.model_dump(exclude={"kind"})}
     if rollout_cls.runs_model_here:
         options["record_routes"] = cfg.trainer.router_replay or is_moe(model.config)
         options["share"] = same_policy and not cfg.trainer.actor and not cfg.rollout.workers
@@ -197,6 +198,14 @@ def _check_rollout_options(cfg: RLConfig, rollout_cls: type[RolloutBackend]) -> 
     if r.detokenize != "backend" and not rollout_cls.runs_model_here:
         raise ValueError(f"rollout.detokenize {r.detokenize!r} needs the {able('runs_model_here')} backend ({name} "
                          f"decodes its own text)")
+
+
+def rollout_dtype(dtype: str, rollout_cls) -> str:
+    """``rollout.dtype`` for this backend: ``auto`` is float32 where the model runs in this process (it shares
+    the trainer's weights) and left to an engine in its own process to pick (vllm: bfloat16 on a GPU)."""
+    if dtype != "auto":
+        return dtype
+    return "float32" if rollout_cls.runs_model_here else "auto"
 
 
 def resolve_rollout_backend(name: str, model) -> str:

@@ -74,26 +74,38 @@ def vllm_python(python: str | os.PathLike | None = None) -> Path:
 class VllmRollout(RolloutBackend):
     name = "vllm"
 
-    def __init__(self, model, tok, *, dtype: str = "float32", python: str | os.PathLike | None = None,
-                 seed: int = 0, record_routes: bool = True, max_model_len: int | None = None,
-                 kv_cache_bytes: int = 256 << 20, gpu_memory_utilization: float = 0.5, cpu_amx: bool = False,
-                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None,
-                 quantization: str | None = None):
+    def __init__(self, model, tok, *, dtype: str = "auto", python: str | os.PathLike | None = None,
+                 seed: int = 0, record_routes: bool = True, device: str = "auto",
+                 gpu_memory_utilization: float = 0.5, max_model_len: int | None = None,
+                 tensor_parallel_size: int = 1, enforce_eager: bool | None = None,
+                 prefix_caching: bool | None = None, sleep: bool | None = None, weight_sync: str = "auto",
+                 quantization: str | None = None, kv_cache_bytes: int = 256 << 20, cpu_amx: bool = False,
+                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None):
         """``model``/``tok``: the policy (transformers) and its tokenizer; the model is saved once
         for the engine to load and kept for its weight-name conversion, never run here.
-        ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve a fraction of all RAM);
-        ``gpu_memory_utilization`` applies on CUDA. ``cpu_amx``: let vLLM use its AMX kernels
-        (bf16 on CPU); off by default, as they die of SIGILL on hosts that report AMX without
-        running it. ``engine_kwargs`` go to ``vllm.LLM`` as is; ``quantization`` (``rollout.backend.quantization``)
-        is vLLM's ``quantization`` among them."""
+        The settings of ``rollout.backend`` (compass.rl.config.VllmRolloutSettings) arrive as keywords:
+        ``device`` (auto: the visible GPU, shared with the trainer; ``cuda:N``: only that GPU, through
+        ``CUDA_VISIBLE_DEVICES``), ``gpu_memory_utilization``, ``max_model_len``, ``tensor_parallel_size``,
+        ``enforce_eager``, ``prefix_caching`` (None: on unless MoE routes are recorded), ``sleep``,
+        ``weight_sync``, ``quantization``. ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve
+        a fraction of all RAM). ``cpu_amx``: let vLLM use its AMX kernels (bf16 on CPU); off by default,
+        as they die of SIGILL on hosts that report AMX without running it. ``engine_kwargs`` go to
+        ``vllm.LLM`` as is."""
         if quantization is not None:
             engine_kwargs = {**(engine_kwargs or {}), "quantization": quantization}
-        if dtype not in _DTYPES:
-            raise ValueError(f"vllm rollout: dtype must be one of {list(_DTYPES)}, got {dtype!r}")
+        if dtype not in ("auto", *_DTYPES):
+            raise ValueError(f"vllm rollout: dtype must be auto or one of {list(_DTYPES)}, got {dtype!r}")
         self.python = vllm_python(python)
         self.model, self.tok = model, tok
-        self.dtype = dtype
         self.record_routes = record_routes
+        self.device = device
+        moe = bool(getattr(model.config, "num_experts_per_tok", 0))
+        if prefix_caching is None:
+            prefix_caching = not (record_routes and moe)
+        elif prefix_caching and record_routes and moe:
+            raise ValueError("vllm rollout: prefix_caching cannot be on while MoE routes are recorded (a cached "
+                             "prefix is never run, so its routes would be lost); set prefix_caching: false or "
+                             "trainer.router_replay: false")
         self._proc: subprocess.Popen | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="compass-vllm-", dir=workdir))
         self._log_path = self._tmp / "worker.log"
@@ -105,16 +117,25 @@ class VllmRollout(RolloutBackend):
             self.info = self._call("init", model_dir=str(model_dir), dtype=dtype, seed=seed,
                                    max_model_len=max_model_len, kv_cache_bytes=int(kv_cache_bytes),
                                    routes=record_routes, gpu_memory_utilization=gpu_memory_utilization,
-                                   cpu_amx=bool(cpu_amx),
+                                   enforce_eager=enforce_eager, prefix_caching=bool(prefix_caching),
+                                   tensor_parallel_size=int(tensor_parallel_size), sleep=sleep,
+                                   colocated=device == "auto", cpu_amx=bool(cpu_amx),
                                    extra=dict(engine_kwargs or {}))
         except BaseException:
             self.close()
             raise
+        self.dtype = self.info["dtype"]            # what "auto" became where the engine runs
+        self.sleeps = bool(self.info["sleep"])
+        self.weight_sync = weight_sync
 
     # -- process and protocol ----------------------------------------------------------
     def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        if self.device.startswith("cuda:"):            # a GPU of its own: the engine sees only that one
+            env["CUDA_VISIBLE_DEVICES"] = self.device.split(":", 1)[1]
+        elif self.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
         self._log = open(self._log_path, "wb")
@@ -166,6 +187,8 @@ class VllmRollout(RolloutBackend):
         raw = self._call("generate", prompts=prompts, n=int(n), max_new_tokens=int(sampling.max_new_tokens),
                          temperature=float(sampling.temperature), seed=int(sampling.seed),
                          stop_token_ids=[eos] if eos is not None else [], return_routes=self.record_routes)
+        if self.sleeps:                 # the GPU to the trainer until the next weight sync
+            self._call("sleep")
         out: list[list[Completion]] = []
         for group in raw:
             row = []
@@ -195,6 +218,14 @@ class VllmRollout(RolloutBackend):
             self._call("sync_weights", path=str(path))
         finally:
             path.unlink(missing_ok=True)
+
+    def engine_settings(self) -> dict:
+        """The engine's settings as it holds them (``vllm.LLM``'s config, read back from the worker)."""
+        return self._call("engine_settings")
+
+    def stats(self) -> dict:
+        """Seconds spent putting the engine to sleep and waking it, and how many times."""
+        return self._call("stats")
 
     def close(self) -> None:
         proc, self._proc = getattr(self, "_proc", None), None

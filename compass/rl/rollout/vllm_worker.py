@@ -6,17 +6,21 @@ talks to it over the pipes: every message is an 8-byte little-endian length then
 traceback}`` out. The script imports only the standard library, numpy, torch, transformers
 and vllm: the second environment holds no ``compass-rl`` package. Commands:
 
-- ``init(model_dir, dtype, seed, max_model_len, kv_cache_bytes, routes)`` -> engine facts.
-  ``vllm.LLM`` in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, executor ``uni``),
-  eager, no prefix caching (a cached prefix is never run, so its routes would be lost),
+- ``init(model_dir, dtype, seed, max_model_len, ..., sleep, colocated)`` -> engine facts, with
+  ``engine``: the settings read back from the engine's config. ``vllm.LLM`` in-process
+  (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, executor ``uni``; ``mp`` for tensor parallel > 1),
   ``logprobs_mode="processed_logprobs"``: the returned log-prob of a token is
-  ``log_softmax(logits / temperature)``, the distribution it was sampled from.
+  ``log_softmax(logits / temperature)``, the distribution it was sampled from. Unset settings:
+  bf16, CUDA graphs and sleep mode (when colocated) on a GPU; float32 and eager on the CPU.
 - ``generate(prompts, n, max_new_tokens, temperature, seed)`` -> per prompt, ``n`` dicts
   ``ids``, ``logprobs``, ``finished``, ``routes`` (``[len(prompt)+len(ids), layers, top_k]``
-  int16, ``-1`` where not run) or ``None``.
+  int16, ``-1`` where not run) or ``None``. One request per prompt with ``n`` samples.
 - ``sync_weights(path)`` -> number of tensors loaded: a safetensors file in the checkpoint's
   names and layout, loaded in place with ``collective_rpc("reload_weights")``, MoE experts
-  re-prepacked (see :func:`_forget_moe_kernels`).
+  re-prepacked (see :func:`_forget_moe_kernels`); asleep, the weights wake first and the KV
+  cache after the load.
+- ``sleep`` -> whether it slept (vLLM's level 1: weights to host memory, KV cache dropped);
+  ``stats`` -> sleep/wake seconds; ``engine_settings`` -> the engine's settings.
 - ``shutdown`` -> ``None``, then the script exits.
 
 Routes: on CUDA the engine records them itself (``enable_return_routed_experts=True`` ->
@@ -37,6 +41,7 @@ import traceback
 from functools import partial
 
 NOT_RECORDED = -1
+COMMANDS = ("init", "generate", "sync_weights", "sleep", "stats", "engine_settings", "shutdown")
 _PROTO_IN = None     # the pipes, set by main()
 _PROTO_OUT = None
 
@@ -120,15 +125,25 @@ class RouteCapture:
         self.steps.clear()
         self.rows.clear()
 
-    def routes(self, request_id: str, length: int):
-        """``[length, layers, k]`` for the request the caller knows as ``request_id``.
+    def routes(self, request_id: str, length: int, index: int | None = None):
+        """``[length, layers, k]`` for the request the caller knows as ``request_id`` (sample ``index`` of
+        a request with ``n > 1``).
 
         The engine runs it under an internal id, ``f"{request_id}-{8 random hex}"``
-        (``vllm.v1.engine.input_processor``): match on the part before the last dash.
+        (``vllm.v1.engine.input_processor``), and sample ``i`` of an ``n > 1`` request as the child
+        ``f"{i}_{internal id}"`` (``vllm.v1.engine.parallel_sampling``): match on those forms.
         """
         import numpy as np
         out = np.full((length, self.n_layers, self.top_k), NOT_RECORDED, dtype=np.int16)
-        internal = [k for k in self.rows if k == request_id or k.rsplit("-", 1)[0] == request_id]
+
+        def ours(key: str) -> bool:
+            if index is not None:
+                head, sep, key = key.partition("_")
+                if not sep or head != str(index):
+                    return False
+            return key == request_id or key.rsplit("-", 1)[0] == request_id
+
+        internal = [k for k in self.rows if ours(k)]
         if len(internal) > 1:
             raise RuntimeError(f"route capture: request {request_id!r} ran under several ids {internal}")
         for pos, top in (self.rows[internal[0]] if internal else []):
@@ -143,11 +158,19 @@ class Worker:
         self.capture: RouteCapture | None = None
         self.engine_routes = False
         self.cuda = False
+        self.sleep_mode = False
+        self.asleep = False
+        self.timings = {"sleep_s": 0.0, "wake_s": 0.0, "sleeps": 0}
 
     # -- commands ------------------------------------------------------------------
-    def init(self, model_dir: str, dtype: str = "float32", seed: int = 0, max_model_len: int | None = None,
+    def init(self, model_dir: str, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
              kv_cache_bytes: int = 256 << 20, routes: bool = True, gpu_memory_utilization: float = 0.5,
-             enforce_eager: bool = True, cpu_amx: bool = False, extra: dict | None = None) -> dict:
+             enforce_eager: bool | None = None, prefix_caching: bool = False, tensor_parallel_size: int = 1,
+             sleep: bool | None = None, colocated: bool = True, cpu_amx: bool = False,
+             extra: dict | None = None) -> dict:
+        """``None`` settings take their default for where the engine runs: on a GPU, bf16, CUDA graphs,
+        sleep mode when colocated with the trainer; on the CPU, float32, eager, no sleep mode (vLLM has
+        none there)."""
         import torch
 
         cuda = self.cuda = torch.cuda.is_available()
@@ -156,16 +179,28 @@ class Worker:
             # tiles; on hosts that report them without really running them (this VM) the first
             # bf16 forward dies of SIGILL. Without AMX it takes the AVX-512 "vec" kernels.
             torch.cpu._is_amx_tile_supported = lambda: False
+        if sleep and not cuda:
+            raise ValueError("rollout.backend.sleep: vLLM has no sleep mode on the CPU (only on CUDA, ROCm and "
+                             "XPU); leave sleep unset or false here")
+        if dtype == "auto":
+            dtype = "bfloat16" if cuda else "float32"
+        if enforce_eager is None:
+            enforce_eager = not cuda            # CUDA graphs on a GPU; nothing to capture on the CPU
+        if sleep is None:
+            sleep = cuda and colocated          # the trainer gets the GPU back during its update
         from vllm import LLM
 
         kwargs = dict(model=model_dir, tokenizer=model_dir, dtype=dtype, seed=seed,
-                      logprobs_mode="processed_logprobs", enable_prefix_caching=False,
-                      enforce_eager=enforce_eager, distributed_executor_backend="uni",
+                      logprobs_mode="processed_logprobs", enable_prefix_caching=bool(prefix_caching),
+                      enforce_eager=bool(enforce_eager), tensor_parallel_size=int(tensor_parallel_size),
+                      # one process is enough for one GPU or the CPU; more GPUs need vLLM's workers
+                      distributed_executor_backend="uni" if tensor_parallel_size == 1 else "mp",
                       skip_tokenizer_init=True)
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
+        kwargs["gpu_memory_utilization"] = gpu_memory_utilization     # the CPU build reads kv_cache_memory_bytes
         if cuda:
-            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            kwargs["enable_sleep_mode"] = bool(sleep)
             self.engine_routes = routes
             if routes:
                 kwargs["enable_return_routed_experts"] = True
@@ -173,6 +208,8 @@ class Worker:
             kwargs["kv_cache_memory_bytes"] = kv_cache_bytes
         kwargs.update(extra or {})
         self.llm = LLM(**kwargs)
+        self.sleep_mode = bool(sleep)
+        self.dtype = dtype
         hf = self.llm.llm_engine.model_config.hf_text_config
         self.n_layers = int(hf.num_hidden_layers)
         self.top_k = int(getattr(hf, "num_experts_per_tok", 0) or 0)
@@ -182,7 +219,41 @@ class Worker:
         # The first generate pays one-off costs (~8 s on 2 CPU cores): pay them here.
         self.generate([[0]], n=1, max_new_tokens=2, temperature=1.0, seed=0, return_routes=False)
         return {"cuda": cuda, "engine_routes": self.engine_routes, "capture_routes": self.capture is not None,
-                "n_layers": self.n_layers, "top_k": self.top_k, "vllm": __import__("vllm").__version__}
+                "n_layers": self.n_layers, "top_k": self.top_k, "vllm": __import__("vllm").__version__,
+                "dtype": dtype, "sleep": self.sleep_mode, "engine": self.engine_settings()}
+
+    def engine_settings(self) -> dict:
+        """The settings as the engine holds them (read back from its config, not from what was asked)."""
+        vc = self.llm.llm_engine.vllm_config
+        mc, cc, pc = vc.model_config, vc.cache_config, vc.parallel_config
+        return {"dtype": str(mc.dtype).removeprefix("torch."), "max_model_len": int(mc.max_model_len),
+                "enforce_eager": bool(mc.enforce_eager), "quantization": mc.quantization,
+                "enable_prefix_caching": bool(cc.enable_prefix_caching),
+                "gpu_memory_utilization": float(cc.gpu_memory_utilization),
+                "tensor_parallel_size": int(pc.tensor_parallel_size),
+                "enable_sleep_mode": bool(mc.enable_sleep_mode),
+                "distributed_executor_backend": str(pc.distributed_executor_backend)}
+
+    def sleep(self) -> bool:
+        """Weights to host memory, KV cache dropped (vLLM's sleep level 1): the GPU for the trainer."""
+        import time
+        if not self.sleep_mode or self.asleep:
+            return False
+        t0 = time.perf_counter()
+        self.llm.sleep(level=1)
+        self.asleep = True
+        self.timings["sleep_s"] += time.perf_counter() - t0
+        self.timings["sleeps"] += 1
+        return True
+
+    def _wake(self, tags: list[str] | None = None) -> None:
+        import time
+        t0 = time.perf_counter()
+        self.llm.wake_up(tags=tags)
+        self.timings["wake_s"] += time.perf_counter() - t0
+
+    def stats(self) -> dict:
+        return dict(self.timings, asleep=self.asleep)
 
     def _runner(self):
         executor = self.llm.llm_engine.model_executor
@@ -223,19 +294,24 @@ class Worker:
         # generator does not support ("CPU Generator does not use offset"). There the sampler
         # draws from torch's global RNG -- the engine runs in this process -- seeded here, so
         # the same call on the same engine gives the same samples.
+        if self.asleep:                         # a rollout without a weight sync since the last sleep
+            self._wake()
+            self.asleep = False
         per_request_seed = self.cuda
         if not per_request_seed:
             import torch
             torch.manual_seed(seed)
+        # One request per prompt with its n samples: the engine prefills the prompt once and forks
+        # the n children from it (vllm.v1.engine.parallel_sampling). Child i's seed is the request's
+        # seed + i, so sample j of prompt i has seed ``seed * 1_000_003 + i * n + j``.
         reqs, params = [], []
         for i, p in enumerate(prompts):
-            for j in range(n):
-                reqs.append(TokensPrompt(prompt_token_ids=list(p)))
-                params.append(SamplingParams(n=1, max_tokens=max_new_tokens, temperature=temperature,
-                                             top_p=1.0, top_k=0, min_p=0.0,
-                                             seed=(seed * 1_000_003 + i * n + j) if per_request_seed else None,
-                                             logprobs=0, detokenize=False, skip_special_tokens=False,
-                                             stop_token_ids=list(stop_token_ids or [])))
+            reqs.append(TokensPrompt(prompt_token_ids=list(p)))
+            params.append(SamplingParams(n=n, max_tokens=max_new_tokens, temperature=temperature,
+                                         top_p=1.0, top_k=0, min_p=0.0,
+                                         seed=(seed * 1_000_003 + i * n) if per_request_seed else None,
+                                         logprobs=0, detokenize=False, skip_special_tokens=False,
+                                         stop_token_ids=list(stop_token_ids or [])))
         cap = self.capture if return_routes else None
         if cap is not None:
             cap.clear()
@@ -248,35 +324,49 @@ class Worker:
         if cap is not None:
             cap.finish()
         results: list[list[dict]] = [[] for _ in prompts]
-        for k, out in enumerate(outs):
-            i = k // n
-            c = out.outputs[0]
-            ids = list(c.token_ids)
-            lp = np.array([d[t].logprob for d, t in zip(c.logprobs, ids)], dtype=np.float32)
-            total = len(prompts[i]) + len(ids)
-            routes = None
-            if return_routes and self.is_moe:
-                if self.engine_routes and c.routed_experts is not None:
-                    r = np.asarray(c.routed_experts).astype(np.int16)          # [<= total, layers, k]
-                    routes = np.full((total, *r.shape[1:]), NOT_RECORDED, dtype=np.int16)
-                    routes[:min(total, len(r))] = r[:total]
-                elif cap is not None:
-                    routes = cap.routes(out.request_id, total)
-            results[i].append({"ids": ids, "logprobs": lp, "finished": c.finish_reason == "stop",
-                               "finish_reason": c.finish_reason, "routes": routes})
+        for i, out in enumerate(outs):
+            if len(out.outputs) != n:
+                raise RuntimeError(f"vllm returned {len(out.outputs)} samples for prompt {i}, asked for {n}")
+            for c in sorted(out.outputs, key=lambda c: c.index):
+                results[i].append(self._completion(out, c, len(prompts[i]), n, return_routes, cap))
         if cap is not None:
             cap.clear()
         return results
 
+    def _completion(self, out, c, prompt_len: int, n: int, return_routes: bool, cap) -> dict:
+        """One sample ``c`` of request ``out`` as the client reads it."""
+        import numpy as np
+        ids = list(c.token_ids)
+        lp = np.array([d[t].logprob for d, t in zip(c.logprobs, ids)], dtype=np.float32)
+        total = prompt_len + len(ids)
+        routes = None
+        if return_routes and self.is_moe:
+            if self.engine_routes and c.routed_experts is not None:
+                r = np.asarray(c.routed_experts).astype(np.int16)          # [<= total, layers, k]
+                routes = np.full((total, *r.shape[1:]), NOT_RECORDED, dtype=np.int16)
+                routes[:min(total, len(r))] = r[:total]
+            elif cap is not None:
+                routes = cap.routes(out.request_id, total, index=c.index if n > 1 else None)
+        return {"ids": ids, "logprobs": lp, "finished": c.finish_reason == "stop",
+                "finish_reason": c.finish_reason, "routes": routes}
+
     def sync_weights(self, path: str) -> int:
         from safetensors.torch import load_file
-        tensors = load_file(path)
+        return self._load(list(load_file(path).items()))
+
+    def _load(self, named: list) -> int:
+        """Load checkpoint-layout tensors in place; asleep, wake the weights first and the KV cache after
+        (the KV cache is not reallocated while the new weights are being copied in)."""
+        if self.asleep:
+            self._wake(["weights"])
         if not self.cuda:
             self.llm.apply_model(_forget_moe_kernels)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(tensors.items()),
-                                                         "is_checkpoint_format": True})
-        self.llm.llm_engine.reset_prefix_cache()
-        return len(tensors)
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": named, "is_checkpoint_format": True})
+        if self.asleep:
+            self._wake(["kv_cache"])
+            self.asleep = False
+        self.llm.llm_engine.reset_prefix_cache()     # cached KV was computed with the old weights
+        return len(named)
 
     def shutdown(self) -> None:
         self.llm = None
@@ -316,7 +406,7 @@ def main() -> int:
             return 0
         cmd = msg.pop("cmd")
         try:
-            fn = getattr(worker, cmd) if cmd in ("init", "generate", "sync_weights", "shutdown") else None
+            fn = getattr(worker, cmd) if cmd in COMMANDS else None
             if fn is None:
                 raise ValueError(f"unknown command {cmd!r}")
             _send({"ok": True, "result": fn(**msg)})

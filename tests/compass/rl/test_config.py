@@ -29,7 +29,8 @@ FLAT_DEFAULTS = {
 }
 # defaults changed since, on measurement: ESPO's α re-derived for this project's |V| and entropy scale
 # (docs/rl.md "α for this project")
-RETUNED = {"espo_alpha": 0.1}
+# rollout_dtype: "auto" is float32 for every in-process backend, as before, and bf16 for vLLM on a GPU
+RETUNED = {"espo_alpha": 0.1, "rollout_dtype": "auto"}
 KIND_OF = {"zvp_alpha": RLZVPAdvantage, "espo_alpha": ESPOLoss, "espo_groups": ESPOLoss}   # kind-specific keys
 ADVANTAGE_KINDS = {"grpo": GRPOAdvantage, "dr_grpo": DrGRPOAdvantage, "rl_zvp": RLZVPAdvantage}
 LOSS_KINDS = {"ppo_clip_token_mean": PPOClipLoss, "gspo": GSPOLoss, "espo": ESPOLoss}

@@ -226,3 +226,37 @@ def test_bfloat16_engine_close_to_float32_transformers():
     # mean and p99, not the max: one bf16 route flip (which ones flip depends on the CPU's rounding)
     # moves its token's log-prob by more than the usual precision gap
     assert np.mean(gaps) < 0.02 and np.quantile(gaps, 0.99) < 0.1 and agree / total >= 0.95
+
+
+def test_backend_settings_reach_the_engine():
+    """Each ``rollout.backend`` key of kind vllm arrives in ``vllm.LLM``'s config: read back from the worker,
+    not from what was asked. A dense model keeps prefix caching on by default (no routes to lose)."""
+    from compass.rl.config import RLConfig
+    tok = build_tokenizer(TEXTS, TokenizerConfig(vocab_size=300))
+    dense = build_model(ModelConfig(arch="qwen3", hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                                    head_dim=32, intermediate_size=96, max_positions=256), tok, seed=0).eval()
+    settings = RLConfig(rollout={"backend": {"kind": "vllm", "max_model_len": 160, "gpu_memory_utilization": 0.35}}
+                        ).rollout.backend.model_dump(exclude={"kind"})
+    backend = VllmRollout(dense, tok, dtype="auto", record_routes=False, **settings)
+    try:
+        got = backend.engine_settings()
+        assert got == backend.info["engine"]
+        assert got["max_model_len"] == 160 and got["gpu_memory_utilization"] == 0.35
+        assert got["enable_prefix_caching"] is True            # None: on, the model has no routes
+        assert got["enforce_eager"] is True and got["enable_sleep_mode"] is False   # CPU defaults
+        assert got["dtype"] == "float32" == backend.dtype      # auto on the CPU
+        assert got["tensor_parallel_size"] == 1 and got["distributed_executor_backend"] == "uni"
+        # n samples per prompt as one request: n completions come back per prompt, each scored
+        out = backend.generate(_prompts(tok), n=3, sampling=SamplingParams(max_new_tokens=8, temperature=1.0, seed=1))
+        assert [len(g) for g in out] == [3, 3, 3] and all(len(c.logprobs) == len(c.ids) for g in out for c in g)
+        assert backend.stats()["sleeps"] == 0
+    finally:
+        backend.close()
+
+
+def test_sleep_on_the_cpu_and_prefix_caching_with_routes_are_one_line_errors():
+    model, tok = _policy()
+    with pytest.raises(ValueError, match="prefix_caching cannot be on while MoE routes are recorded"):
+        VllmRollout(model, tok, prefix_caching=True, record_routes=True)
+    with pytest.raises(Exception, match="no sleep mode on the CPU"):
+        VllmRollout(model, tok, sleep=True)
