@@ -12,6 +12,9 @@ with 32 experts of width 512, 4 per token (~1.0B parameters, ~0.4B active). For 
   ``generate`` on the same copy at the same batch and length, for the ratio;
 - ``update``: the ``torch`` trainer's update (the RL engine's call) on those completions with random
   advantages, and the trainer's log-probs against the rollout's (the train-inference gap);
+- ``vllm``: vLLM as the rollout engine on the same device, where its environment is installed ("not measured:
+  vLLM absent" where not): generation tokens/s (bf16 on a GPU; fp8 too), seconds per GB of a weight sync by the
+  file path and by the in-memory one, sleep and wake seconds, and the log-prob gap after a sync;
 - ``megatron``: the same update through the megatron trainer where megatron-core is installed.
 
 Each phase prints one JSON line as it ends (a time-out keeps the phases already done), then a table and a
@@ -252,6 +255,87 @@ def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str
                        "inputs_on_device": not bad, "logp_gap_small": gap < 0.1}}
 
 
+def _vllm_generate(rollout, prompts, work, dev):
+    from compass.rl.rollout.base import SamplingParams
+    rollout.generate(prompts[:2], 1, SamplingParams(max_new_tokens=4, temperature=1.0, seed=1))   # warm-up
+    _sync(dev)
+    t0 = time.perf_counter()
+    groups = rollout.generate(prompts, work["n"], SamplingParams(max_new_tokens=work["new_tokens"], temperature=1.0,
+                                                                 seed=0))
+    secs = time.perf_counter() - t0
+    return groups, round(sum(len(c.ids) for g in groups for c in g) / secs, 1)
+
+
+def phase_vllm(model, spec, dev, precision, prompts, work, gen):
+    """vLLM as the rollout engine, colocated with the model on ``dev``: generation tokens/s (bf16 on a GPU,
+    then fp8), the weight sync's seconds per GB by each path, sleep and wake seconds, and the trainer's
+    log-probs against vLLM's after a sync (the train-inference gap the sync must not widen)."""
+    from compass.rl.config import RLConfig
+    from compass.rl.rollout.vllm_client import VllmEnvMissing, VllmRollout, vllm_python
+    from compass.rl.trainer.base import get_trainer_backend
+    from compass.rl.trainer.batch import build_batch, rollout_values
+    try:
+        vllm_python()
+    except VllmEnvMissing:
+        return {"not_measured": "vLLM absent: no vLLM environment on this machine (make install-vllm, or "
+                                "$COMPASS_VLLM_PYTHON)"}
+    row: dict = {}
+    # routes are not recorded here (the bench's update replays none): prefix caching stays on
+    rollout = VllmRollout(model, _tok(), dtype="auto", record_routes=False, detokenize=False)
+    try:
+        _, row["tokens_per_s"] = _vllm_generate(rollout, prompts, work, dev)
+        row["dtype"] = rollout.dtype
+        # a sync per path, after a small change to every weight (the step's update)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1 + 1e-3 * torch.randn(p.shape, generator=gen).to(p.device))
+        gb = sum(p.numel() for p in model.parameters()) * torch.tensor([], dtype=getattr(torch, rollout.dtype)
+                                                                       ).element_size() / 1e9
+        for path in rollout.sync_paths():
+            _sync(dev)
+            t0 = time.perf_counter()
+            rollout.sync_weights(model.state_dict(), method=path)
+            row[f"sync_{path}_s_per_gb"] = round((time.perf_counter() - t0) / gb, 3)
+        # the gap after the sync: the trainer's log-probs of vLLM's samples against vLLM's own
+        groups, _ = _vllm_generate(rollout, prompts, work, dev)
+        cfg = RLConfig(trainer={"backend": {"kind": "torch", "device": str(dev), "precision": precision}})
+        trainer = get_trainer_backend("torch")(model, cfg)
+        prefixes = [p for p, g in zip(prompts, groups) for _ in g]
+        comps = [c for g in groups for c in g]
+        batch = build_batch(prefixes, [c.ids for c in comps], PAD)
+        shape = (batch["input_ids"].shape[0], batch["input_ids"].shape[1] - 1)
+        mask = batch["completion_mask"][:, 1:]
+        logp, _ = trainer.logprobs(batch, None)
+        trainer.close()
+        gap = (logp - rollout_values("logprobs", prefixes, comps, shape)).abs()[mask].mean().item()
+        row["logp_gap_mean_abs"] = round(gap, 5)
+        stats = rollout.stats()
+        if stats["sleeps"]:
+            row["sleep_s"] = round(stats["sleep_s"] / stats["sleeps"], 3)
+            row["wake_s"] = round(stats["wake_s"] / stats["sleeps"], 3)
+        else:
+            row["sleep_s"] = "not measured: vLLM has no sleep mode on the CPU" if dev.type != "cuda" else \
+                "not measured: sleep mode off"
+        row["checks"] = {"finite_logprobs": all(bool(np_isfinite(c.logprobs)) for g in groups for c in g),
+                         "logp_gap_small": gap < (0.1 if rollout.dtype != "float32" else 1e-3)}
+    finally:
+        rollout.close()
+    if dev.type == "cuda":
+        fp8 = VllmRollout(model, _tok(), dtype="auto", record_routes=False, quantization="fp8", detokenize=False)
+        try:
+            _, row["fp8_tokens_per_s"] = _vllm_generate(fp8, prompts, work, dev)
+        finally:
+            fp8.close()
+    else:
+        row["fp8_tokens_per_s"] = "not measured: fp8 needs a GPU with FP8 (H100 or newer)"
+    return row
+
+
+def np_isfinite(x) -> bool:
+    import numpy as np
+    return bool(np.isfinite(x).all())
+
+
 def _mfu(row: dict, peak: float | None):
     if peak is None or not isinstance(row.get("tokens_per_s"), float):
         return "not measured: no known bf16 peak for this device"
@@ -308,6 +392,8 @@ def main(argv: list[str]) -> int:
             row = phase_update(model, spec, dev, args.precision, prompts, groups, gen)
             row["mfu"] = _mfu(row, peak)
             emit({"phase": "update", "model": name, **row})
+            phase = "vllm"
+            emit({"phase": "vllm", "model": name, **phase_vllm(model, spec, dev, args.precision, prompts, work, gen)})
             if name == "moe":
                 phase = "megatron"
                 try:
@@ -341,7 +427,9 @@ def main(argv: list[str]) -> int:
     for name in ("dense", "moe"):
         for phase, key in (("sft", "tokens_per_s"), ("sft", "mfu"), ("rollout", "tokens_per_s"),
                            ("rollout", "speedup_vs_generate"), ("update", "tokens_per_s"), ("update", "mfu"),
-                           ("update", "logp_gap_mean_abs")):
+                           ("update", "logp_gap_mean_abs"), ("vllm", "tokens_per_s"), ("vllm", "fp8_tokens_per_s"),
+                           ("vllm", "logp_gap_mean_abs"), ("vllm", "sleep_s"), ("vllm", "wake_s"),
+                           ("vllm", "sync_file_s_per_gb"), ("vllm", "sync_memory_s_per_gb")):
             v = by.get((name, phase), {}).get(key)
             if v is not None:
                 head[f"{name}_{phase}_{key}"] = v

@@ -70,6 +70,18 @@ def vllm_python(python: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def _untied(ckpt: dict) -> dict:
+    """One name per tensor: a tied weight (``lm_head.weight`` = ``model.embed_tokens.weight``) goes once, under
+    its first name, as ``save_pretrained`` writes it; the engine ties it again on load."""
+    seen, out = set(), {}
+    for name, t in ckpt.items():
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))
+        if key not in seen:
+            seen.add(key)
+            out[name] = t
+    return out
+
+
 @register_rollout_backend("vllm")
 class VllmRollout(RolloutBackend):
     name = "vllm"
@@ -80,7 +92,8 @@ class VllmRollout(RolloutBackend):
                  tensor_parallel_size: int = 1, enforce_eager: bool | None = None,
                  prefix_caching: bool | None = None, sleep: bool | None = None, weight_sync: str = "auto",
                  quantization: str | None = None, kv_cache_bytes: int = 256 << 20, cpu_amx: bool = False,
-                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None):
+                 engine_kwargs: dict | None = None, workdir: str | os.PathLike | None = None,
+                 detokenize: bool = True):
         """``model``/``tok``: the policy (transformers) and its tokenizer; the model is saved once
         for the engine to load and kept for its weight-name conversion, never run here.
         The settings of ``rollout.backend`` (compass.rl.config.VllmRolloutSettings) arrive as keywords:
@@ -90,7 +103,7 @@ class VllmRollout(RolloutBackend):
         ``weight_sync``, ``quantization``. ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve
         a fraction of all RAM). ``cpu_amx``: let vLLM use its AMX kernels (bf16 on CPU); off by default,
         as they die of SIGILL on hosts that report AMX without running it. ``engine_kwargs`` go to
-        ``vllm.LLM`` as is."""
+        ``vllm.LLM`` as is. ``detokenize`` False leaves ``Completion.text`` None (the caller decodes)."""
         if quantization is not None:
             engine_kwargs = {**(engine_kwargs or {}), "quantization": quantization}
         if dtype not in ("auto", *_DTYPES):
@@ -99,6 +112,7 @@ class VllmRollout(RolloutBackend):
         self.model, self.tok = model, tok
         self.record_routes = record_routes
         self.device = device
+        self.detokenize = detokenize
         moe = bool(getattr(model.config, "num_experts_per_tok", 0))
         if prefix_caching is None:
             prefix_caching = not (record_routes and moe)
@@ -112,7 +126,8 @@ class VllmRollout(RolloutBackend):
         try:
             model_dir = self._tmp / "model"
             model.save_pretrained(model_dir, safe_serialization=True)
-            tok.save_pretrained(model_dir)
+            if hasattr(tok, "save_pretrained"):            # the engine does not tokenize (skip_tokenizer_init)
+                tok.save_pretrained(model_dir)
             self._start()
             self.info = self._call("init", model_dir=str(model_dir), dtype=dtype, seed=seed,
                                    max_model_len=max_model_len, kv_cache_bytes=int(kv_cache_bytes),
@@ -127,6 +142,7 @@ class VllmRollout(RolloutBackend):
         self.dtype = self.info["dtype"]            # what "auto" became where the engine runs
         self.sleeps = bool(self.info["sleep"])
         self.weight_sync = weight_sync
+        self._senders: dict = {}                   # by method, kept across syncs (shm reuses its segments)
 
     # -- process and protocol ----------------------------------------------------------
     def _start(self) -> None:
@@ -195,25 +211,56 @@ class VllmRollout(RolloutBackend):
             for c in group:
                 ids = list(c["ids"])
                 row.append(Completion(
-                    ids=ids, text=tok.decode([t for t in ids if t not in (eos, pad)]),
+                    ids=ids, text=tok.decode([t for t in ids if t not in (eos, pad)]) if self.detokenize else None,
                     logprobs=np.asarray(c["logprobs"], dtype=np.float32), entropies=None,
                     routes=None if c["routes"] is None else np.asarray(c["routes"], dtype=np.int16),
                     finished=bool(eos is not None and ids and ids[-1] == eos)))
             out.append(row)
         return out
 
-    def sync_weights(self, state_dict: dict) -> None:
-        """Load the trainer's weights (transformers names) into the engine, in place."""
+    def memory_path(self) -> str:
+        """The in-memory way weights reach this engine: shared memory on the CPU, CUDA IPC handles on the
+        trainer's GPU, a broadcast (NCCL) to a GPU of its own."""
+        if not self.info["cuda"]:
+            return "shm"
+        return "cuda_ipc" if self.device == "auto" else "collective"
+
+    def sync_paths(self) -> tuple[str, ...]:
+        return ("file", "memory")
+
+    def sync_weights(self, state_dict: dict, method: str | None = None) -> None:
+        """Load the trainer's weights (transformers names) into the engine, in place, in the engine's dtype.
+
+        ``method``: ``file`` (a safetensors file written and read: the fallback), ``memory`` (the in-memory
+        path for where the engine runs, :meth:`memory_path`), ``shm``, ``cuda_ipc`` or ``collective``;
+        None: the ``weight_sync`` setting (auto = memory)."""
         import torch
-        from safetensors.torch import save_file
         from transformers.core_model_loading import revert_weight_conversion
 
+        method = method or self.weight_sync
+        if method in ("auto", "memory"):
+            method = self.memory_path()
         with torch.no_grad():
-            sd = {k: v.detach().to("cpu") for k, v in state_dict.items()}
-            ckpt = revert_weight_conversion(self.model, sd)       # the layout save_pretrained wrote
-            ckpt = {k: v.contiguous() for k, v in ckpt.items()}
+            sd = {k: v.detach() for k, v in state_dict.items()}
+            ckpt = _untied(revert_weight_conversion(self.model, sd))   # the layout save_pretrained wrote
+        if method == "file":
+            self._sync_file(ckpt)
+            return
+        from compass.rl.rollout import weight_transport
+        sender = self._senders.get(method)
+        if sender is None:
+            opts = {"backend": "nccl" if self.info["cuda"] else "gloo"} if method == "collective" else {}
+            sender = self._senders[method] = weight_transport.make_sender(method, dtype=self.dtype, **opts)
+        message = sender.send(list(ckpt.items()))
+        try:
+            self._call("load_weights", message=message)
+        finally:
+            sender.finish()
+
+    def _sync_file(self, ckpt: dict) -> None:
+        from safetensors.torch import save_file
         path = self._tmp / "sync.safetensors"
-        save_file(ckpt, str(path))
+        save_file({k: v.to("cpu").contiguous() for k, v in ckpt.items()}, str(path))
         try:
             self._call("sync_weights", path=str(path))
         finally:
@@ -228,6 +275,12 @@ class VllmRollout(RolloutBackend):
         return self._call("stats")
 
     def close(self) -> None:
+        for sender in getattr(self, "_senders", {}).values():
+            try:
+                sender.close()
+            except Exception:                                       # noqa: BLE001 - best effort at shutdown
+                pass
+        self._senders = {}
         proc, self._proc = getattr(self, "_proc", None), None
         if proc is not None:
             if proc.poll() is None:

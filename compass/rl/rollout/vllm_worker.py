@@ -19,6 +19,8 @@ and vllm: the second environment holds no ``compass-rl`` package. Commands:
   names and layout, loaded in place with ``collective_rpc("reload_weights")``, MoE experts
   re-prepacked (see :func:`_forget_moe_kernels`); asleep, the weights wake first and the KV
   cache after the load.
+- ``load_weights(message)`` -> the same, the tensors moved in memory by ``weight_transport.py`` (a
+  module of this directory, standalone like this script): shared memory, CUDA IPC or a broadcast.
 - ``sleep`` -> whether it slept (vLLM's level 1: weights to host memory, KV cache dropped);
   ``stats`` -> sleep/wake seconds; ``engine_settings`` -> the engine's settings.
 - ``shutdown`` -> ``None``, then the script exits.
@@ -41,7 +43,7 @@ import traceback
 from functools import partial
 
 NOT_RECORDED = -1
-COMMANDS = ("init", "generate", "sync_weights", "sleep", "stats", "engine_settings", "shutdown")
+COMMANDS = ("init", "generate", "sync_weights", "load_weights", "sleep", "stats", "engine_settings", "shutdown")
 _PROTO_IN = None     # the pipes, set by main()
 _PROTO_OUT = None
 
@@ -161,6 +163,7 @@ class Worker:
         self.sleep_mode = False
         self.asleep = False
         self.timings = {"sleep_s": 0.0, "wake_s": 0.0, "sleeps": 0}
+        self.receiver = None
 
     # -- commands ------------------------------------------------------------------
     def init(self, model_dir: str, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
@@ -354,6 +357,14 @@ class Worker:
         from safetensors.torch import load_file
         return self._load(list(load_file(path).items()))
 
+    def load_weights(self, message: dict) -> int:
+        """Weights sent by ``weight_transport`` (this script's directory is on ``sys.path``): shared memory,
+        CUDA IPC handles or a broadcast, whichever the message names."""
+        if self.receiver is None:
+            import weight_transport
+            self.receiver = weight_transport.Receiver()
+        return self._load(list(self.receiver.receive(message)))
+
     def _load(self, named: list) -> int:
         """Load checkpoint-layout tensors in place; asleep, wake the weights first and the KV cache after
         (the KV cache is not reallocated while the new weights are being copied in)."""
@@ -369,6 +380,8 @@ class Worker:
         return len(named)
 
     def shutdown(self) -> None:
+        if self.receiver is not None:
+            self.receiver.close()
         self.llm = None
 
 

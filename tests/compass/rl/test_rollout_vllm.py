@@ -179,9 +179,11 @@ def test_missing_environment_names_the_fix(tmp_path, monkeypatch):
     assert vllm_python().is_file()                      # the real one is installed (make test builds it)
 
 
-def test_sync_weights_reloads_and_reprepacks_experts(engine):
+@pytest.mark.parametrize("method", ["memory", "file"])
+def test_sync_weights_reloads_and_reprepacks_experts(engine, method):
     """After ``sync_weights`` vLLM must score with the NEW weights, experts included (the CPU
-    MoE kernel keeps a prepacked copy a plain reload leaves stale); then sync back."""
+    MoE kernel keeps a prepacked copy a plain reload leaves stale); then sync back. Both paths: the
+    in-memory one (shared memory here) and the file fallback."""
     backend, model, tok = engine
     prompts = _prompts(tok)
     original = {k: v.clone() for k, v in model.state_dict().items()}
@@ -193,8 +195,8 @@ def test_sync_weights_reloads_and_reprepacks_experts(engine):
         perturbed = {k: v.clone() for k, v in model.state_dict().items()}
         assert any("experts.gate_up_proj" in k for k in perturbed)        # transformers' fused names
         t0 = time.perf_counter()
-        backend.sync_weights(perturbed)
-        print(f"\nsync_weights: {time.perf_counter() - t0:.2f}s")
+        backend.sync_weights(perturbed, method=method)
+        print(f"\nsync_weights ({method}): {time.perf_counter() - t0:.2f}s")
         sampling = SamplingParams(max_new_tokens=16, temperature=1.0, seed=2)
         after = backend.generate(prompts, n=2, sampling=sampling)
         max_diff, agree, total = _compare(model, prompts, after, 1.0)
@@ -203,7 +205,7 @@ def test_sync_weights_reloads_and_reprepacks_experts(engine):
     finally:
         with torch.no_grad():
             model.load_state_dict(original)
-    backend.sync_weights(original)
+    backend.sync_weights(original, method=method)
     back = backend.generate(prompts, n=2, sampling=sampling)
     max_diff, agree, total = _compare(model, prompts, back, 1.0)
     assert max_diff < LOGP_TOL and agree / total >= 0.99
