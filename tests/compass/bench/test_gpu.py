@@ -15,12 +15,16 @@ def test_bench_gpu_quick_runs_every_phase_and_every_check_passes(capsys, monkeyp
     phases = [(r.get("model"), r["phase"]) for r in lines[:-1]]
     assert phases[0] == (None, "env")
     for model in ("dense", "moe"):
-        assert [p for m, p in phases if m == model][:4] == ["build", "sft", "rollout", "update"]
+        assert [p for m, p in phases if m == model][:5] == ["build", "sft", "rollout", "update", "vllm"]
     assert (("moe", "megatron") in phases) or any(r.get("not_measured") for r in lines if r["phase"] == "megatron")
     for r in lines[1:-1]:
         assert r.get("checks") and all(r["checks"].values()), r
-        if r["phase"] in ("sft", "rollout", "update"):
+        if r["phase"] in ("sft", "rollout", "update", "vllm"):
             assert r["tokens_per_s"] > 0
+        if r["phase"] == "vllm":    # make test builds vLLM's environment: the phase runs here, fp8 and sleep cannot
+            assert r["dtype"] == "float32" and r["sync_memory_s_per_gb"] > 0 and r["sync_file_s_per_gb"] > 0
+            assert r["fp8_tokens_per_s"].startswith("not measured") and r["sleep_s"].startswith("not measured")
+            assert r["logp_gap_mean_abs"] < 1e-3
     head = lines[-1]
     assert head["bench"] == "gpu" and head["all_checks_pass"] is True and head["device"] == "cpu"
     assert head["dense_update_logp_gap_mean_abs"] < 1e-4           # fp32 rollout copy vs fp32 trainer on a CPU
