@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_artifacts_parser(sub)
     from compass.cli.import_ import add_import_parser
     add_import_parser(sub)
+    from compass.cli.import_model import add_import_model_parser
+    add_import_model_parser(sub)
     from compass.cli.gym import add_gym_parser
     add_gym_parser(sub)
     from compass.cli.eval_compare import add_eval_parser
@@ -272,6 +274,9 @@ def _dispatch(argv: list[str]) -> int:
     if args.command == "import":
         from compass.cli.import_ import run_import
         return run_import(args)
+    if args.command == "import-model":
+        from compass.cli.import_model import run_import_model
+        return run_import_model(args)
     if args.command == "eval":
         from compass.cli.eval_compare import run_eval
         return run_eval(args)
