@@ -27,6 +27,7 @@ BENCHMARKS = {
     "recipe": "compass.bench.recipe",
     "detok": "compass.bench.detok",
     "gpu": "compass.bench.gpu",
+    "weight-sync": "compass.bench.weight_sync",
 }
 
 
