@@ -164,6 +164,7 @@ class Worker:
         self.asleep = False
         self.timings = {"sleep_s": 0.0, "wake_s": 0.0, "sleeps": 0}
         self.receiver = None
+        self.tensor_parallel_size = 1
 
     # -- commands ------------------------------------------------------------------
     def init(self, model_dir: str, dtype: str = "auto", seed: int = 0, max_model_len: int | None = None,
@@ -213,6 +214,7 @@ class Worker:
         self.llm = LLM(**kwargs)
         self.sleep_mode = bool(sleep)
         self.dtype = dtype
+        self.tensor_parallel_size = int(tensor_parallel_size)
         hf = self.llm.llm_engine.model_config.hf_text_config
         self.n_layers = int(hf.num_hidden_layers)
         self.top_k = int(getattr(hf, "num_experts_per_tok", 0) or 0)
@@ -363,21 +365,31 @@ class Worker:
         if self.receiver is None:
             import weight_transport
             self.receiver = weight_transport.Receiver()
-        return self._load(list(self.receiver.receive(message)))
+        return self._load(self.receiver.receive(message))
 
-    def _load(self, named: list) -> int:
-        """Load checkpoint-layout tensors in place; asleep, wake the weights first and the KV cache after
-        (the KV cache is not reallocated while the new weights are being copied in)."""
+    def _load(self, named) -> int:
+        """Load checkpoint-layout ``(name, tensor)`` pairs in place; asleep, wake the weights first and the KV
+        cache after (the KV cache is not reallocated while the new weights are being copied in). ``named``
+        may be an iterator: the engine then copies each tensor as it arrives (a bucket while the trainer
+        still writes the next)."""
         if self.asleep:
             self._wake(["weights"])
         if not self.cuda:
             self.llm.apply_model(_forget_moe_kernels)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": named, "is_checkpoint_format": True})
+        count = [0]
+
+        def counted():
+            for item in named:
+                count[0] += 1
+                yield item
+        # with tensor parallel > 1 the kwargs are pickled to vLLM's worker processes: a list, not a generator
+        weights = counted() if self.tensor_parallel_size == 1 else list(counted())
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         if self.asleep:
             self._wake(["kv_cache"])
             self.asleep = False
         self.llm.llm_engine.reset_prefix_cache()     # cached KV was computed with the old weights
-        return len(named)
+        return count[0]
 
     def shutdown(self) -> None:
         if self.receiver is not None:
