@@ -28,8 +28,23 @@ class RunPlan:
                 **self.extra_inputs.get(node.run_name, {})}
 
     def record(self, node: Node, outputs: dict[str, str]) -> None:
-        """Note a finished step's outputs (slot -> URI) under their artifact names."""
+        """Note a finished step's outputs (slot -> URI) under their artifact names.
+
+        A stage that makes several artifacts also makes those the user provided (the world stage writes its
+        own ``base_ckpt`` beside the data tables) and the runner makes its version LATEST; the provided one
+        is the run's, so LATEST goes back to it where it is a version of that name in this store (what
+        resolves the name later, e.g. a stage deployment's LATEST input, then reads the model the run used)."""
         self.made.update({node.outputs[slot]: uri for slot, uri in outputs.items()})
+        clashes = [name for name in node.outputs.values() if name in self.provided]
+        if clashes:
+            store = ArtifactStore(self.store, storage_options=self.store_options)
+            for name in clashes:
+                try:
+                    kind, stored_name, version = store.parse_uri(self.provided[name])
+                except ArtifactError:
+                    continue                    # in another store: nothing to re-point here
+                if stored_name == name:
+                    store.set_latest(kind, name, version)
 
 
 def _output_kinds() -> dict[str, str]:

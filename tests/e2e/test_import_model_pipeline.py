@@ -1,5 +1,6 @@
-"""A user's own model as the pipeline's base: `compass import-model` a tiny Qwen3 with its own chat template,
-then `compass run --from-artifact base_ckpt=URI` through evaluation, at the e2e tests' sizes."""
+"""A user's own model as the pipeline's base: `compass import-model` a tiny model of each supported family
+(Qwen3, Qwen3-MoE, Qwen2.5, Llama) with its own chat template, then `compass run --from-artifact
+base_ckpt=URI` through evaluation, at the e2e tests' sizes."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import pytest
 
 from compass.dag.pipeline import PIPELINE
 from compass.store.store import ArtifactStore
-from tests.compass.lm.hf_families import QWEN3_TEMPLATE, make_model_folder
+from tests.compass.lm.hf_families import FAMILIES, make_model_folder
 from tests.e2e.conftest import compass, last_json, write_config
 
 pytestmark = pytest.mark.slow
@@ -35,8 +36,10 @@ def _regenerate(store: ArtifactStore, ckpt_uri: str, rows: list[dict], cfg: dict
     return {r["prompt_id"]: r["response"] for r in got}
 
 
-def test_imported_qwen3_runs_the_pipeline_with_its_own_template(e2e_tmp: Path):
-    model_dir = make_model_folder("qwen3", e2e_tmp / "my-qwen3")
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, family: str):
+    fam = FAMILIES[family]
+    model_dir = make_model_folder(family, e2e_tmp / f"my-{family}")
     store_dir = e2e_tmp / "store"
     imported = json.loads(compass(["import-model", str(model_dir), "--store", str(store_dir), "--json"],
                                   e2e_tmp).stdout)
@@ -47,6 +50,8 @@ def test_imported_qwen3_runs_the_pipeline_with_its_own_template(e2e_tmp: Path):
     assert {s["run_name"]: s["status"] for s in res["stages"]} == {n.run_name: "ran" for n in PIPELINE}
 
     st = ArtifactStore(str(store_dir))
+    # the world stage wrote its own base_ckpt too; LATEST names the one the run used
+    assert st.get("checkpoint", "base_ckpt").uri == uri
     outputs = {s["run_name"]: s["outputs"] for s in res["stages"]}
     # every stage that reads the base read the imported model, not the world's random init
     for run, slot in (("data_filter", "sft_longcot"), ("sft_longcot", "checkpoint"), ("sft_domain", "checkpoint"),
@@ -59,8 +64,8 @@ def test_imported_qwen3_runs_the_pipeline_with_its_own_template(e2e_tmp: Path):
     from transformers import AutoTokenizer
     for name in MADE:
         tok = AutoTokenizer.from_pretrained(str(st.get("checkpoint", name).local_dir()))
-        assert tok.chat_template == QWEN3_TEMPLATE, name
-        assert chat_prefix(tok, "2+2=?") == "<|im_start|>user\n2+2=?<|im_end|>\n<|im_start|>assistant\n", name
+        assert tok.chat_template == fam["template"], name
+        assert chat_prefix(tok, "2+2=?").startswith(fam["prefix"]), name
 
     # the evaluation rendered its prompts with that template: its stored greedy answers are the ones the
     # model gives to prompts rendered so, and not those it gives under the world's template
