@@ -3,14 +3,18 @@ in-memory paths of ``compass/rl/rollout/weight_transport.py``.
 
 A Qwen3 of ~110M parameters (hidden 768, 12 layers, 12 heads of 64, 4 KV heads, MLP 1536, vocabulary
 32,000, untied head) is built with transformers, random init, fp32: the trainer's weights. ONE receiver
-process (this Python) holds a model-shaped set of tensors per path, zero-filled, and for each sync receives
-the weights and copies them into its set, what the vLLM worker's ``reload_weights`` does. Timed per sync,
-on the sender, from ``send`` to ``finish`` after the receiver's reply (the whole round trip):
+process (this Python) holds a model-shaped set of tensors per path, zero-filled, and for each sync consumes
+the receiver's iterator lazily, copying each tensor into its set as it arrives, what the vLLM worker's
+``reload_weights`` does with the iterator. Timed per sync, on the sender, from ``send`` to ``finish`` after
+the receiver's reply (the whole round trip):
 
 - ``file`` fp32: a safetensors file written to a temporary directory on disk, read back by the receiver
   (the worker today);
-- ``shm`` bf16 and fp32: buckets copied (and cast) into shared memory, views handed over;
-- ``collective`` bf16: buckets broadcast over a 2-rank gloo group (NCCL on GPUs; gloo here, on a CPU).
+- ``shm`` bf16 and fp32: buckets copied (and cast) into shared memory by a background thread of the sender,
+  each bucket's views handed over as soon as it is written (the receiver copies bucket i while the sender
+  writes bucket i+1); buckets of ``SHM_BUCKET_BYTES``;
+- ``collective`` bf16: buckets broadcast over a 2-rank gloo group (NCCL on GPUs; gloo here, on a CPU),
+  buckets of ``DEFAULT_BUCKET_BYTES``.
 
 Each path syncs once untimed-but-reported (``first``: creates segments, joins the group, faults pages in),
 then ``--repeats`` timed syncs in blocks, paths in order then in reverse, each block after one untimed sync;
@@ -150,8 +154,9 @@ class Remote:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench weight-sync", description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10, help="timed syncs per path (the median is reported)")
-    ap.add_argument("--bucket-mb", type=float, default=wt.DEFAULT_BUCKET_BYTES / 2**20,
-                    help="bucket size of the in-memory paths, MiB")
+    ap.add_argument("--bucket-mb", type=float, default=None,
+                    help=f"bucket size of the in-memory paths, MiB (default: each method's own, shm "
+                         f"{wt.SHM_BUCKET_BYTES / 2**20:g}, collective {wt.DEFAULT_BUCKET_BYTES / 2**20:g})")
     ap.add_argument("--dir", default=None, help="where the file path writes (default: a temporary directory)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads of the sender and of the receiver (default 1: the copies are memory-bound, "
@@ -163,7 +168,7 @@ def main(argv: list[str]) -> int:
     if args.quick:
         args.repeats = min(args.repeats, 2)
     size = "quick" if args.quick else "full"
-    bucket_bytes = 4096 if args.quick else int(args.bucket_mb * 2**20)
+    bucket_bytes = 4096 if args.quick else None if args.bucket_mb is None else int(args.bucket_mb * 2**20)
 
     threads_before = torch.get_num_threads()
     torch.set_num_threads(args.threads)
@@ -173,7 +178,7 @@ def main(argv: list[str]) -> int:
         torch.set_num_threads(threads_before)         # run_bench may be called in-process (tests)
 
 
-def _run(args, size: str, bucket_bytes: int) -> int:
+def _run(args, size: str, bucket_bytes: int | None) -> int:
     t0 = time.perf_counter()
     model = build_model(SIZES[size], args.seed)
     build_s = time.perf_counter() - t0
@@ -187,10 +192,13 @@ def _run(args, size: str, bucket_bytes: int) -> int:
     try:
         for label, method, dtype in PATHS:
             remote("alloc", label=label, dtype=dtype, shapes=shapes)
-            opts = {"directory": workdir} if method == "file" else {"bucket_bytes": bucket_bytes}
+            opts = {"directory": workdir} if method == "file" else {} if bucket_bytes is None else \
+                {"bucket_bytes": bucket_bytes}
             if method == "collective":
                 opts["backend"] = "gloo"
             senders[label] = wt.make_sender(method, dtype=dtype, **opts)
+
+        fills: dict[str, list[float]] = {label: [] for label, method, _ in PATHS if method == "shm"}
 
         def sync(label: str) -> float:
             sender = senders[label]
@@ -198,7 +206,10 @@ def _run(args, size: str, bucket_bytes: int) -> int:
             message = sender.send(named)
             remote("sync", label=label, message=message)
             sender.finish()
-            return time.perf_counter() - t
+            took = time.perf_counter() - t
+            if label in fills:
+                fills[label].append(sender.fill_s)      # the sender's background fill, within that round trip
+            return took
 
         first = {label: sync(label) for label, _, _ in PATHS}
         times: dict[str, list[float]] = {label: [] for label, _, _ in PATHS}
@@ -221,9 +232,12 @@ def _run(args, size: str, bucket_bytes: int) -> int:
     gb = {label: sum(t.numel() * getattr(torch, dtype).itemsize if t.is_floating_point() else t.nbytes
                      for _, t in named) / 1e9 for label, _, dtype in PATHS}
     base = med["file"]
+    fill = {label: statistics.median(fs[1:] or fs) for label, fs in fills.items()}   # the first one makes pages
+    buckets = {label: senders[label].bucket_bytes / 2**20 for label, method, _ in PATHS if method != "file"}
     policy = os.environ.get("OMP_WAIT_POLICY")
     print(f"# Weight sync trainer -> receiver process: Qwen3 {n_params / 1e6:.1f}M parameters ({len(named)} "
-          f"tensors, fp32 on the trainer; built in {build_s:.1f} s), buckets of {bucket_bytes / 2**20:g} MiB, "
+          f"tensors, fp32 on the trainer; built in {build_s:.1f} s), buckets (MiB): "
+          f"{', '.join(f'{label} {mb:g}' for label, mb in buckets.items())}, "
           f"median of {args.repeats} syncs per path, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}, {args.threads} torch thread(s) per process, OMP_WAIT_POLICY sender "
           f"{policy or 'unset'} / receiver {policy or 'PASSIVE'}\n")
@@ -234,8 +248,11 @@ def _run(args, size: str, bucket_bytes: int) -> int:
               f"{gb[label] / med[label]:.2f} | {base / med[label]:.2f} | {identical[label]} |")
     print("\nper-sync seconds: " + "; ".join(f"{label} " + ", ".join(f"{t:.3f}" for t in ts)
                                            for label, ts in times.items()))
-    print("file: fp32 safetensors on disk + load + copy (the vllm worker today); shm: shared memory, zero-copy "
-          "views + copy; collective: gloo broadcast. Times are whole round trips, the receiver's copy included.\n")
+    print("shm sender's fill (background thread, overlapping the receiver's copies), median s: "
+          + "; ".join(f"{label} {f:.3f} of {med[label]:.3f}" for label, f in fill.items()))
+    print("file: fp32 safetensors on disk + load + copy (the vllm worker's fallback); shm: shared memory, "
+          "buckets filled in the background, zero-copy views + copy as each bucket is ready; collective: gloo "
+          "broadcast. Times are whole round trips, the receiver's copy included.\n")
     print(json.dumps({
         "bench": "weight-sync", "speedup": round(base / med["shm-bf16"], 2),
         "speedup_shm_fp32": round(base / med["shm-fp32"], 2),
@@ -246,7 +263,9 @@ def _run(args, size: str, bucket_bytes: int) -> int:
         "file_fp32_s": round(base, 4), "shm_bf16_s": round(med["shm-bf16"], 4),
         "shm_fp32_s": round(med["shm-fp32"], 4), "collective_bf16_s": round(med["collective-bf16"], 4),
         "params": n_params, "gb_fp32": round(gb["file"], 4), "gb_bf16": round(gb["shm-bf16"], 4),
-        "repeats": args.repeats, "threads": args.threads, "bucket_mb": round(bucket_bytes / 2**20, 4),
+        "shm_bf16_fill_s": round(fill["shm-bf16"], 4),
+        "repeats": args.repeats, "threads": args.threads, "bucket_mb": round(buckets["shm-bf16"], 4),
+        "bucket_mb_collective": round(buckets["collective-bf16"], 4), "load_average": round(os.getloadavg()[0], 2),
         "quick": args.quick}))
     return 0 if all(identical.values()) else 1
 

@@ -13,6 +13,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -158,6 +159,23 @@ def test_round_trip_is_bitwise_identical_after_the_cast(remote, method, dtype):
             assert len(message["buckets"]) >= 2 and message["buckets"][0]["names"] == ["embed"]
 
 
+@pytest.mark.parametrize("fill_threads", [1, 3])
+def test_shm_fills_big_tensors_in_slices_with_any_number_of_threads(remote, monkeypatch, fill_threads):
+    monkeypatch.setattr(wt, "FILL_PIECE_BYTES", 1000)     # embed (9,600 B in bf16) in 10 slices, 1000 B apart
+    named = weights(0) + [("odd", torch.randn(333, 3)), ("big_t", torch.randn(64, 50).t())]
+    with wt.ShmSender(dtype="bfloat16", bucket_bytes=4096, fill_threads=fill_threads) as sender:
+        plan = wt.plan_buckets(named, "bfloat16", 4096)
+        pieces = wt._pieces(plan, named)
+        assert [p[5:] for p in pieces if p[4] is named[0][1]] == [(i, min(i + 500, 4800)) for i in range(0, 4800, 500)]
+        assert [p[5] for p in pieces if p[4] is named[-1][1]] == [None]     # not contiguous: whole
+        for seed in (0, 1):
+            named = weights(seed) + [("odd", torch.randn(333, 3)), ("big_t", torch.randn(64, 50).t()),
+                                     ("param", torch.nn.Parameter(torch.randn(700)))]   # requires grad
+            want = expected([(n, t.detach()) for n, t in named], "bfloat16")
+            assert_bitwise(remote.receive(sender.send(named)), want)
+            sender.finish()
+
+
 def test_shm_rewrites_its_segments_in_place_and_replaces_one_whose_size_changed(remote):
     with wt.ShmSender(dtype="bfloat16", bucket_bytes=4096) as sender:
         m1 = sender.send(weights(0))
@@ -166,10 +184,12 @@ def test_shm_rewrites_its_segments_in_place_and_replaces_one_whose_size_changed(
         names1 = [b["segment"] for b in m1["buckets"]]
         m2 = sender.send(weights(1))
         assert_bitwise(remote.receive(m2), expected(weights(1), "bfloat16"))
+        sender.finish()
         assert [b["segment"] for b in m2["buckets"]] == names1 == sender.segment_names
         assert our_segments(sender) == set(names1)
         m3 = sender.send(weights(2, rows=310))              # the first bucket grows: a new segment for it
         assert_bitwise(remote.receive(m3), expected(weights(2, rows=310), "bfloat16"))
+        sender.finish()
         names3 = [b["segment"] for b in m3["buckets"]]
         assert names3[0] != names1[0] and names3[1:] == names1[1:]
         assert our_segments(sender) == set(names3)           # the old one is unlinked
@@ -200,10 +220,145 @@ def test_shm_hands_the_loader_views_of_the_shared_memory_not_copies():
         by_name = dict(got)
         # one bucket, one mapping: its tensors share a storage
         assert by_name["bias"].untyped_storage().data_ptr() == by_name["scale"].untyped_storage().data_ptr()
+        sender.finish()
         sender.send(weights(5))                              # rewrites the segments in place
+        sender.finish()
         assert_bitwise(got, expected(weights(5), "bfloat16"))   # the old views see the new weights
         del got, by_name
         rx.close()
+
+
+# -- shm: buckets filled in the background, each handed over once written ---------------------------------
+@pytest.fixture
+def gate(monkeypatch):
+    """Holds every fill thread before a piece of the second bucket or later until ``gate.set()``;
+    ``gate.written`` lists the buckets of the pieces written."""
+    real, gate = wt._fill_piece, threading.Event()
+    gate.written = []
+
+    def gated(buf, piece):
+        if piece[0] > 0:
+            assert gate.wait(10)
+        real(buf, piece)
+        gate.written.append(piece[0])
+    monkeypatch.setattr(wt, "_fill_piece", gated)
+    yield gate
+    gate.set()                                   # never leave a fill thread blocked
+
+
+def test_shm_yields_a_bucket_as_soon_as_it_is_written_while_the_next_is_being_filled(gate):
+    named = weights(0)
+    with wt.ShmSender(dtype="bfloat16", bucket_bytes=512) as sender:
+        message = sender.send(named)
+        assert len(message["buckets"]) >= 3 and message["buckets"][0]["names"] == ["embed"]
+        it = wt.Receiver().receive(message)
+        first = next(it)                                 # bucket 1 is ready; the fill waits before bucket 2
+        assert first[0] == "embed" and gate.written == [0] and sender._thread.is_alive()
+        assert_bitwise([first], expected(named[:1], "bfloat16"))
+        waiter = threading.Timer(0.3, gate.set)
+        waiter.start()
+        t0 = time.monotonic()
+        rest = list(it)                                  # waits for bucket 2, then the rest as they come
+        assert time.monotonic() - t0 >= 0.25
+        assert_bitwise([first] + rest, expected(named, "bfloat16"))
+        sender.finish()
+        assert sender.fill_s >= 0.25
+
+
+def test_shm_refuses_a_send_before_the_previous_finish_and_detects_a_stale_message():
+    with wt.ShmSender(dtype="float32", bucket_bytes=4096) as sender:
+        old = sender.send(weights(0))
+        with pytest.raises(RuntimeError, match=r"send\(\) before the previous sync's finish\(\)"):
+            sender.send(weights(1))
+        sender.finish()
+        sender.send(weights(1))
+        sender.finish()
+        rx = wt.Receiver()
+        with pytest.raises(RuntimeError, match="already holds sync 2, not 1: the sender sent again"):
+            list(rx.receive(old))
+        rx.close()
+
+
+def test_shm_receiver_times_out_with_a_clear_error_when_the_sender_stalls(gate):
+    with wt.ShmSender(dtype="bfloat16", bucket_bytes=4096, timeout_s=0.3) as sender:
+        it = wt.Receiver().receive(sender.send(weights(0)))
+        assert next(it)[0] == "embed"
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"bucket 2 of \d+ \(compass-wt-.*\) of sync 1 not ready after "
+                                               r"0.3 s: the sender \(pid \d+\) stalled or died mid-sync"):
+            next(it)
+        assert 0.3 <= time.monotonic() - t0 < 5
+        gate.set()
+        sender.finish()
+
+
+def test_shm_receiver_raises_when_the_fill_fails_and_finish_raises_the_cause(monkeypatch):
+    real = wt._fill_piece
+
+    def failing(buf, piece):
+        if piece[0] == 1:
+            raise ValueError("boom")
+        real(buf, piece)
+    monkeypatch.setattr(wt, "_fill_piece", failing)
+    with wt.ShmSender(dtype="bfloat16", bucket_bytes=4096) as sender:
+        message = sender.send(weights(0))
+        got = []
+        with pytest.raises(RuntimeError, match="the sender failed to write bucket 2 of"):
+            got += wt.Receiver().receive(message)
+        assert [n for n, _ in got] == ["embed"]          # bucket 1 was written and handed over
+        with pytest.raises(RuntimeError, match="filling the buckets failed: boom"):
+            sender.finish()
+        monkeypatch.setattr(wt, "_fill_piece", real)
+        assert_bitwise(list(wt.Receiver().receive(sender.send(weights(1)))), expected(weights(1), "bfloat16"))
+        sender.finish()
+
+
+# The sender in a process of its own that fills bucket 1 and then blocks forever: killed mid-sync.
+DYING_SENDER = r"""
+import pickle, sys, threading
+sys.path.insert(0, sys.argv[1])
+import torch, weight_transport as wt
+real = wt._fill_piece
+def stuck(buf, piece):
+    if piece[0] > 0:
+        threading.Event().wait()
+    real(buf, piece)
+wt._fill_piece = stuck
+sender = wt.ShmSender(dtype="float32", bucket_bytes=4096, timeout_s=float(sys.argv[2]))
+message = sender.send([(f"w{i}", torch.full((1000,), float(i))) for i in range(3)])
+sys.stdout.write(pickle.dumps(message).hex() + "\n")
+sys.stdout.flush()
+threading.Event().wait()
+"""
+
+
+@pytest.mark.parametrize("same_pid_namespace", [True, False])
+def test_shm_receiver_gives_a_clear_error_when_the_sender_dies_mid_sync(same_pid_namespace):
+    proc = subprocess.Popen([sys.executable, "-c", DYING_SENDER, str(MODULE_DIR), "1.0"], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        message = pickle.loads(bytes.fromhex(proc.stdout.readline()))
+    finally:
+        if not same_pid_namespace:
+            message["pid_ns"] = None           # its pid means nothing here: only the timeout can tell
+    rx = wt.Receiver()
+    it = rx.receive(message)                   # maps every segment: they outlive the sender's tracker
+    name, t = next(it)
+    assert name == "w0" and torch.equal(t, torch.zeros(1000))
+    proc.kill()
+    proc.wait()
+    t0 = time.monotonic()
+    if same_pid_namespace:                     # seen gone at once, not after the timeout
+        with pytest.raises(TimeoutError, match=rf"the sender \(pid {proc.pid}\) exited mid-sync, bucket 2 of 3"):
+            next(it)
+        assert time.monotonic() - t0 < 0.9
+    else:
+        with pytest.raises(TimeoutError, match=r"bucket 2 of 3 .* not ready after 1 s: the sender \(pid \?\) "
+                                               r"stalled or died mid-sync"):
+            next(it)
+        assert 1.0 <= time.monotonic() - t0 < 5
+    del it, name, t
+    rx.close()
 
 
 # -- errors ------------------------------------------------------------------------------------------------
