@@ -281,21 +281,25 @@ def phase_vllm(model, spec, dev, precision, prompts, work, gen):
                                 "$COMPASS_VLLM_PYTHON)"}
     row: dict = {}
     # routes are not recorded here (the bench's update replays none): prefix caching stays on
+    original = {k: v.detach().clone() for k, v in model.state_dict().items()}
     rollout = VllmRollout(model, _tok(), dtype="auto", record_routes=False, detokenize=False)
     try:
         _, row["tokens_per_s"] = _vllm_generate(rollout, prompts, work, dev)
         row["dtype"] = rollout.dtype
-        # a sync per path, after a small change to every weight (the step's update)
+        # a sync per path, after a small change to every weight (the step's update); each path once untimed
+        # (its one-off set-up; an engine asleep since the rollout wakes there), then timed from the same state
         with torch.no_grad():
             for p in model.parameters():
                 p.mul_(1 + 1e-3 * torch.randn(p.shape, generator=gen).to(p.device))
-        gb = sum(p.numel() for p in model.parameters()) * torch.tensor([], dtype=getattr(torch, rollout.dtype)
-                                                                       ).element_size() / 1e9
+        n_params = sum(p.numel() for p in model.parameters())
+        moved = {"file": next(model.parameters()).element_size(),                  # the trainer's own dtype
+                 "memory": torch.tensor([], dtype=getattr(torch, rollout.dtype)).element_size()}
         for path in rollout.sync_paths():
+            rollout.sync_weights(model.state_dict(), method=path)
             _sync(dev)
             t0 = time.perf_counter()
             rollout.sync_weights(model.state_dict(), method=path)
-            row[f"sync_{path}_s_per_gb"] = round((time.perf_counter() - t0) / gb, 3)
+            row[f"sync_{path}_s_per_gb"] = round((time.perf_counter() - t0) / (n_params * moved[path] / 1e9), 3)
         # the gap after the sync: the trainer's log-probs of vLLM's samples against vLLM's own
         groups, _ = _vllm_generate(rollout, prompts, work, dev)
         cfg = RLConfig(trainer={"backend": {"kind": "torch", "device": str(dev), "precision": precision}})
@@ -320,6 +324,8 @@ def phase_vllm(model, spec, dev, precision, prompts, work, gen):
                          "logp_gap_small": gap < (0.1 if rollout.dtype != "float32" else 1e-3)}
     finally:
         rollout.close()
+    with torch.no_grad():                       # the phases after this one get the model as it came
+        model.load_state_dict(original)
     if dev.type == "cuda":
         fp8 = VllmRollout(model, _tok(), dtype="auto", record_routes=False, quantization="fp8", detokenize=False)
         try:

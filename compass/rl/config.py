@@ -91,10 +91,10 @@ class VllmRolloutSettings(StrictModel):
     quantization: Literal["fp8"] | None = Field(
         None, description="fp8 = vLLM's quantization='fp8' (weights quantized on load and on every weight sync; "
                           "paper §3.1.2). Needs a GPU with FP8 (H100)")
-    device: str = Field("auto", pattern=DEVICE_PATTERN,
-                        description="auto: the GPU the trainer uses when there is one (colocated: vLLM sleeps "
-                                    "during the update), else the CPU; cuda:N: that GPU only (separate from the "
-                                    "trainer's); cpu: vLLM's CPU build")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda:\d+)$",
+                        description="auto: the first GPU the engine sees, shared with the trainer when it computes "
+                                    "on cuda/cuda:0 (colocated: vLLM sleeps during the update), else the CPU; "
+                                    "cuda:N: the N-th visible GPU, the engine's own; cpu: vLLM's CPU build")
     gpu_memory_utilization: float = Field(0.5, gt=0, le=1,
                                           description="share of the GPU's memory vLLM may take (weights + KV "
                                                       "cache); colocated, the trainer keeps the rest")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import shutil
 import struct
 import subprocess
@@ -70,6 +71,28 @@ def vllm_python(python: str | os.PathLike | None = None) -> Path:
     return path
 
 
+def _engine_gpus(device: str, tensor_parallel_size: int) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` for the worker: None (inherit) for auto, "" for cpu, and for ``cuda:N`` the
+    N-th GPU this process sees (``cuda:1`` under ``CUDA_VISIBLE_DEVICES=4,5`` is physical GPU 5), with the
+    ``tensor_parallel_size - 1`` after it."""
+    if device == "auto":
+        return None
+    if device == "cpu":
+        return ""
+    if not re.fullmatch(r"cuda:\d+", device):
+        raise ValueError(f"vllm rollout: device must be auto, cpu or cuda:N, got {device!r}")
+    first = int(device.split(":", 1)[1])
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in visible.split(",") if x.strip()] if visible is not None else None
+    wanted = range(first, first + tensor_parallel_size)
+    if ids is None:
+        return ",".join(str(i) for i in wanted)
+    if wanted[-1] >= len(ids):
+        raise ValueError(f"vllm rollout: device {device} with tensor_parallel_size {tensor_parallel_size} needs GPUs "
+                         f"{first}..{wanted[-1]}, but CUDA_VISIBLE_DEVICES={visible} shows {len(ids)}")
+    return ",".join(ids[i] for i in wanted)
+
+
 def _untied(ckpt: dict) -> dict:
     """One name per tensor: a tied weight (``lm_head.weight`` = ``model.embed_tokens.weight``) goes once, under
     its first name, as ``save_pretrained`` writes it; the engine ties it again on load."""
@@ -97,8 +120,9 @@ class VllmRollout(RolloutBackend):
         """``model``/``tok``: the policy (transformers) and its tokenizer; the model is saved once
         for the engine to load and kept for its weight-name conversion, never run here.
         The settings of ``rollout.backend`` (compass.rl.config.VllmRolloutSettings) arrive as keywords:
-        ``device`` (auto: the visible GPU, shared with the trainer; ``cuda:N``: only that GPU, through
-        ``CUDA_VISIBLE_DEVICES``), ``gpu_memory_utilization``, ``max_model_len``, ``tensor_parallel_size``,
+        ``device`` (auto: the first GPU the worker sees -- the trainer's, when the trainer computes on
+        ``cuda``/``cuda:0`` -- shared with it; ``cuda:N``: the N-th GPU this process sees, the engine's own,
+        through ``CUDA_VISIBLE_DEVICES``), ``gpu_memory_utilization``, ``max_model_len``, ``tensor_parallel_size``,
         ``enforce_eager``, ``prefix_caching`` (None: on unless MoE routes are recorded), ``sleep``,
         ``weight_sync``, ``quantization``. ``kv_cache_bytes``: CPU KV cache (vLLM would otherwise reserve
         a fraction of all RAM). ``cpu_amx``: let vLLM use its AMX kernels (bf16 on CPU); off by default,
@@ -118,8 +142,12 @@ class VllmRollout(RolloutBackend):
             prefix_caching = not (record_routes and moe)
         elif prefix_caching and record_routes and moe:
             raise ValueError("vllm rollout: prefix_caching cannot be on while MoE routes are recorded (a cached "
-                             "prefix is never run, so its routes would be lost); set prefix_caching: false or "
-                             "trainer.router_replay: false")
+                             "prefix is never run, so its routes would be lost): leave prefix_caching unset or "
+                             "false for an MoE model")
+        self._gpus = _engine_gpus(device, tensor_parallel_size)
+        if weight_sync == "cuda_ipc" and device != "auto":
+            raise ValueError(f"vllm rollout: weight_sync cuda_ipc needs the engine on the trainer's GPU (device: auto), "
+                             f"not {device}; a GPU of its own takes collective (or auto)")
         self._proc: subprocess.Popen | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="compass-vllm-", dir=workdir))
         self._log_path = self._tmp / "worker.log"
@@ -128,17 +156,22 @@ class VllmRollout(RolloutBackend):
             model.save_pretrained(model_dir, safe_serialization=True)
             if hasattr(tok, "save_pretrained"):            # the engine does not tokenize (skip_tokenizer_init)
                 tok.save_pretrained(model_dir)
-            self._start()
-            self.info = self._call("init", model_dir=str(model_dir), dtype=dtype, seed=seed,
+            self._init_args = dict(model_dir=str(model_dir), dtype=dtype, seed=seed,
                                    max_model_len=max_model_len, kv_cache_bytes=int(kv_cache_bytes),
                                    routes=record_routes, gpu_memory_utilization=gpu_memory_utilization,
                                    enforce_eager=enforce_eager, prefix_caching=bool(prefix_caching),
                                    tensor_parallel_size=int(tensor_parallel_size), sleep=sleep,
                                    colocated=device == "auto", cpu_amx=bool(cpu_amx),
                                    extra=dict(engine_kwargs or {}))
+            self._start()
+            self.info = self._call("init", **self._init_args)
         except BaseException:
             self.close()
             raise
+        if weight_sync == "collective" and self.info["cuda"] and device == "auto":
+            self.close()
+            raise ValueError("vllm rollout: weight_sync collective (NCCL) cannot run with both ends on one GPU "
+                             "(device: auto); use auto (CUDA IPC) there, or give the engine its own GPU (cuda:N)")
         self.dtype = self.info["dtype"]            # what "auto" became where the engine runs
         self.sleeps = bool(self.info["sleep"])
         self.weight_sync = weight_sync
@@ -148,13 +181,11 @@ class VllmRollout(RolloutBackend):
     def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        if self.device.startswith("cuda:"):            # a GPU of its own: the engine sees only that one
-            env["CUDA_VISIBLE_DEVICES"] = self.device.split(":", 1)[1]
-        elif self.device == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""
+        if self._gpus is not None:                     # cuda:N (a GPU of its own: it sees only that one), cpu
+            env["CUDA_VISIBLE_DEVICES"] = self._gpus
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
-        self._log = open(self._log_path, "wb")
+        self._log = open(self._log_path, "ab")       # a restart appends
         self._proc = subprocess.Popen([str(self.python), str(WORKER)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=self._log, env=env, cwd=str(self._tmp))
 
@@ -200,6 +231,7 @@ class VllmRollout(RolloutBackend):
         tok = self.tok
         eos, pad = tok.eos_token_id, tok.pad_token_id
         prompts = [[int(t) for t in p] for p in prompt_ids]
+        self._free_cuda_cache()                 # an engine asleep since the last rollout wakes to generate
         raw = self._call("generate", prompts=prompts, n=int(n), max_new_tokens=int(sampling.max_new_tokens),
                          temperature=float(sampling.temperature), seed=int(sampling.seed),
                          stop_token_ids=[eos] if eos is not None else [], return_routes=self.record_routes)
@@ -251,18 +283,54 @@ class VllmRollout(RolloutBackend):
         if sender is None:
             opts = {"backend": "nccl" if self.info["cuda"] else "gloo"} if method == "collective" else {}
             sender = self._senders[method] = weight_transport.make_sender(method, dtype=self.dtype, **opts)
+        del sd, state_dict
+        self._free_cuda_cache()
         message = sender.send(list(ckpt.items()))
+        del ckpt
         try:
-            self._call("load_weights", message=message)
-        finally:
+            # asleep, the KV cache wakes only after finish() has freed the sender's copy (cuda_ipc buckets)
+            self._call("load_weights", message=message, wake_kv_cache=False)
             sender.finish()
+        except BaseException as e:
+            # a failed sync leaves the sender mid-protocol (a broadcast half done, a shm sync not finished):
+            # drop it; the next sync starts a fresh one
+            self._senders.pop(method, None)
+            try:
+                sender.close()
+            except Exception:                                   # noqa: BLE001 - the first error is the one to see
+                pass
+            if isinstance(e, VllmWorkerError):
+                self._restart()
+            raise
+        self._free_cuda_cache()
+        self._call("wake")
+
+    def _restart(self) -> None:
+        """A load that failed part-way leaves the engine's weights undefined (vLLM's layer-wise reload keeps
+        the layers it had begun, and the next reload trips over them): start the engine again from the
+        saved checkpoint, so the next sync finds a whole model to load into."""
+        self._stop_worker()
+        self._start()
+        self.info = self._call("init", **self._init_args)
+
+    def _free_cuda_cache(self) -> None:
+        """Colocated on a GPU, memory this process's allocator keeps cached (the update's activations) goes
+        back to the device before vLLM allocates its share again on waking."""
+        if self.sleeps:
+            import torch
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
 
     def _sync_file(self, ckpt: dict) -> None:
         from safetensors.torch import save_file
         path = self._tmp / "sync.safetensors"
         save_file({k: v.to("cpu").contiguous() for k, v in ckpt.items()}, str(path))
+        self._free_cuda_cache()
         try:
             self._call("sync_weights", path=str(path))
+        except VllmWorkerError:
+            self._restart()
+            raise
         finally:
             path.unlink(missing_ok=True)
 
@@ -281,6 +349,13 @@ class VllmRollout(RolloutBackend):
             except Exception:                                       # noqa: BLE001 - best effort at shutdown
                 pass
         self._senders = {}
+        self._stop_worker()
+        if getattr(self, "_tmp", None) is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _stop_worker(self) -> None:
+        """Shut the worker down (kill it if it does not exit) and close its pipes and log."""
         proc, self._proc = getattr(self, "_proc", None), None
         if proc is not None:
             if proc.poll() is None:
@@ -301,12 +376,9 @@ class VllmRollout(RolloutBackend):
                     f.close()
                 except Exception:                                   # noqa: BLE001
                     pass
-        log = getattr(self, "_log", None)
+        log, self._log = getattr(self, "_log", None), None
         if log is not None:
             log.close()
-        if getattr(self, "_tmp", None) is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
 
     def __del__(self):
         try:

@@ -21,6 +21,8 @@ and vllm: the second environment holds no ``compass-rl`` package. Commands:
   cache after the load.
 - ``load_weights(message)`` -> the same, the tensors moved in memory by ``weight_transport.py`` (a
   module of this directory, standalone like this script): shared memory, CUDA IPC or a broadcast.
+- ``wake`` -> wakes what still sleeps (``load_weights(wake_kv_cache=False)`` leaves the KV cache asleep
+  until the trainer side has freed its copy of the weights).
 - ``sleep`` -> whether it slept (vLLM's level 1: weights to host memory, KV cache dropped);
   ``stats`` -> sleep/wake seconds; ``engine_settings`` -> the engine's settings.
 - ``shutdown`` -> ``None``, then the script exits.
@@ -43,7 +45,7 @@ import traceback
 from functools import partial
 
 NOT_RECORDED = -1
-COMMANDS = ("init", "generate", "sync_weights", "load_weights", "sleep", "stats", "engine_settings", "shutdown")
+COMMANDS = ("init", "generate", "sync_weights", "load_weights", "wake", "sleep", "stats", "engine_settings", "shutdown")
 _PROTO_IN = None     # the pipes, set by main()
 _PROTO_OUT = None
 
@@ -306,9 +308,10 @@ class Worker:
         if not per_request_seed:
             import torch
             torch.manual_seed(seed)
-        # One request per prompt with its n samples: the engine prefills the prompt once and forks
-        # the n children from it (vllm.v1.engine.parallel_sampling). Child i's seed is the request's
-        # seed + i, so sample j of prompt i has seed ``seed * 1_000_003 + i * n + j``.
+        # One request per prompt with its n samples: the engine runs them as n child requests
+        # (vllm.v1.engine.parallel_sampling) that share the prompt's prefill through the prefix cache
+        # when it is on. Child i's seed is the request's seed + i, so sample j of prompt i has seed
+        # ``seed * 1_000_003 + i * n + j``.
         reqs, params = [], []
         for i, p in enumerate(prompts):
             reqs.append(TokensPrompt(prompt_token_ids=list(p)))
@@ -359,15 +362,36 @@ class Worker:
         from safetensors.torch import load_file
         return self._load(list(load_file(path).items()))
 
-    def load_weights(self, message: dict) -> int:
+    def load_weights(self, message: dict, wake_kv_cache: bool = True) -> int:
         """Weights sent by ``weight_transport`` (this script's directory is on ``sys.path``): shared memory,
         CUDA IPC handles or a broadcast, whichever the message names."""
         if self.receiver is None:
             import weight_transport
             self.receiver = weight_transport.Receiver()
-        return self._load(self.receiver.receive(message))
+        weights = self.receiver.receive(message)
+        try:
+            return self._load(weights, wake_kv_cache=wake_kv_cache)
+        except BaseException:
+            # take what is still coming (a broadcast's remaining buckets), so the trainer's sender is not left
+            # waiting, then start over with a fresh receiver next sync
+            try:
+                for _ in weights:
+                    pass
+            except Exception:                               # noqa: BLE001 - the load's error is the one to report
+                pass
+            self.receiver.close()
+            self.receiver = None
+            raise
 
-    def _load(self, named) -> int:
+    def wake(self) -> bool:
+        """Wake whatever still sleeps (the KV cache after a ``load_weights(wake_kv_cache=False)``)."""
+        if not self.asleep:
+            return False
+        self._wake()
+        self.asleep = False
+        return True
+
+    def _load(self, named, wake_kv_cache: bool = True) -> int:
         """Load checkpoint-layout ``(name, tensor)`` pairs in place; asleep, wake the weights first and the KV
         cache after (the KV cache is not reallocated while the new weights are being copied in). ``named``
         may be an iterator: the engine then copies each tensor as it arrives (a bucket while the trainer
@@ -385,7 +409,7 @@ class Worker:
         # with tensor parallel > 1 the kwargs are pickled to vLLM's worker processes: a list, not a generator
         weights = counted() if self.tensor_parallel_size == 1 else list(counted())
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
-        if self.asleep:
+        if self.asleep and wake_kv_cache:
             self._wake(["kv_cache"])
             self.asleep = False
         self.llm.llm_engine.reset_prefix_cache()     # cached KV was computed with the old weights

@@ -297,3 +297,43 @@ def test_an_imported_model_of_another_family_runs_on_vllm(tmp_path, family):
         assert gap < LOGP_TOL, gap
     finally:
         backend.close()
+
+
+def test_engine_gpu_is_counted_among_the_visible_ones(monkeypatch):
+    """``device: cuda:N`` is the N-th GPU this process sees, as torch counts them, not physical GPU N."""
+    from compass.rl.rollout.vllm_client import _engine_gpus
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert (_engine_gpus("auto", 1), _engine_gpus("cpu", 1), _engine_gpus("cuda:1", 2)) == (None, "", "1,2")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6")
+    assert _engine_gpus("cuda:1", 1) == "5" and _engine_gpus("cuda:1", 2) == "5,6"
+    with pytest.raises(ValueError, match="needs GPUs 2..3, but CUDA_VISIBLE_DEVICES=4,5,6 shows 3"):
+        _engine_gpus("cuda:2", 2)
+    with pytest.raises(ValueError, match="device must be auto, cpu or cuda:N"):
+        _engine_gpus("cuda", 1)
+
+
+def test_cuda_ipc_on_a_gpu_of_its_own_is_one_line():
+    model, tok = _policy()
+    with pytest.raises(ValueError, match="weight_sync cuda_ipc needs the engine on the trainer's GPU"):
+        VllmRollout(model, tok, device="cuda:1", weight_sync="cuda_ipc")
+
+
+@pytest.mark.parametrize("method", ["shm", "collective"])
+def test_a_sync_that_fails_in_the_engine_leaves_the_next_one_working(engine, method):
+    """A bad tensor (the wrong shape) fails the engine's load mid-sync: one error, nothing left hanging (the
+    worker takes the rest of a broadcast), and the next sync of good weights reaches the engine (vLLM's
+    layer-wise reload keeps the layers a failed load had begun, so the client restarts the engine)."""
+    from compass.rl.rollout.vllm_client import VllmWorkerError
+    backend, model, tok = engine
+    good = {k: v.clone() for k, v in model.state_dict().items()}
+    bad = dict(good)
+    bad["model.norm.weight"] = torch.ones(good["model.norm.weight"].numel() + 3)
+    t0 = time.perf_counter()
+    with pytest.raises(VllmWorkerError):
+        backend.sync_weights(bad, method=method)
+    assert time.perf_counter() - t0 < 60 and method not in backend._senders
+    backend.sync_weights(good, method=method)
+    prompts = _prompts(tok)
+    out = backend.generate(prompts, n=2, sampling=SamplingParams(max_new_tokens=12, temperature=1.0, seed=6))
+    max_diff, agree, total = _compare(model, prompts, out, 1.0)
+    assert max_diff < LOGP_TOL and agree / total >= 0.99
