@@ -221,6 +221,13 @@ def _run(args, size: str, bucket_bytes: int | None) -> int:
             for label in order:
                 sync(label)                             # untimed: absorbs the previous block's aftermath
                 times[label] += [sync(label) for _ in range(k)]
+        # new values, one more sync per path, then the check: a bucket left stale by any sync cannot pass
+        with torch.no_grad():
+            for _, t in named:
+                if t.is_floating_point():
+                    t.add_(0.5)
+        for label in labels:
+            sync(label)
         identical = {label: remote("digest", label=label) == digest(named, dtype) for label, _, dtype in PATHS}
     finally:
         for sender in senders.values():
