@@ -286,6 +286,7 @@ def phase_vllm(model, spec, dev, precision, prompts, work, gen):
     try:
         _, row["tokens_per_s"] = _vllm_generate(rollout, prompts, work, dev)
         row["dtype"] = rollout.dtype
+        rollout.release_memory()                # as the engine does before the update: colocated, vLLM sleeps
         # a sync per path, after a small change to every weight (the step's update); each path once untimed
         # (its one-off set-up; an engine asleep since the rollout wakes there), then timed from the same state
         with torch.no_grad():

@@ -326,6 +326,7 @@ class _Loop:
         t_start = time.perf_counter()
         self.choose_group_size(step)
         drawn = self.rollout_and_score(step, timing)
+        self.rollout.release_memory()        # the step's rollouts are done: a colocated engine gives the GPU back
         self.rollout_tokens += drawn.counts.tokens_generated
         measured: dict = {}
         update = {"updated": 0.0}

@@ -83,6 +83,10 @@ class RolloutBackend(Protocol):
 
     def sync_weights(self, state_dict: dict) -> None: ...
 
+    def release_memory(self) -> None:
+        """The trainer is about to update: give back what the rollout holds on the accelerator until the next
+        ``sync_weights`` or ``generate`` (vllm colocated on a GPU sleeps). Default: nothing to give back."""
+
     def close(self) -> None: ...
 
     def generate_samples(self, prompt_ids: Sequence[Sequence[int]], n: int,

@@ -133,6 +133,9 @@ class _RolloutActor:
     def sync_weights(self, state_dict: dict) -> None:
         self.backend.sync_weights(state_dict)
 
+    def release_memory(self) -> None:
+        self.backend.release_memory()
+
     def close(self) -> None:
         self.backend.close()
 
@@ -293,6 +296,9 @@ class RayRolloutPool(RolloutBackend):
             state_dict = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
         self._weights = state_dict
         ray.get([a.sync_weights.remote(state_dict) for a in self.actors])
+
+    def release_memory(self) -> None:
+        ray.get([a.release_memory.remote() for a in self.actors])
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Close every backend (bounded by ``timeout_s``), then kill the actors. Idempotent."""

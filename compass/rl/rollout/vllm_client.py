@@ -235,8 +235,6 @@ class VllmRollout(RolloutBackend):
         raw = self._call("generate", prompts=prompts, n=int(n), max_new_tokens=int(sampling.max_new_tokens),
                          temperature=float(sampling.temperature), seed=int(sampling.seed),
                          stop_token_ids=[eos] if eos is not None else [], return_routes=self.record_routes)
-        if self.sleeps:                 # the GPU to the trainer until the next weight sync
-            self._call("sleep")
         out: list[list[Completion]] = []
         for group in raw:
             row = []
@@ -249,6 +247,12 @@ class VllmRollout(RolloutBackend):
                     finished=bool(eos is not None and ids and ids[-1] == eos)))
             out.append(row)
         return out
+
+    def release_memory(self) -> None:
+        """Colocated on a GPU, the engine sleeps (weights to host memory, KV cache dropped): the GPU is the
+        trainer's until the next weight sync, which wakes it (or a ``generate``, which wakes it whole)."""
+        if self.sleeps:
+            self._call("sleep")
 
     def memory_path(self) -> str:
         """The in-memory way weights reach this engine: shared memory on the CPU, CUDA IPC handles on the

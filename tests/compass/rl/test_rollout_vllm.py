@@ -337,3 +337,35 @@ def test_a_sync_that_fails_in_the_engine_leaves_the_next_one_working(engine, met
     out = backend.generate(prompts, n=2, sampling=SamplingParams(max_new_tokens=12, temperature=1.0, seed=6))
     max_diff, agree, total = _compare(model, prompts, out, 1.0)
     assert max_diff < LOGP_TOL and agree / total >= 0.99
+
+
+def test_the_rl_engine_trains_through_vllm_with_weights_synced_in_memory(monkeypatch):
+    """The RL loop with rollout.backend kind vllm (fp32 on the CPU, routes replayed): the engine releases the
+    rollout before each update and syncs by shared memory after it, so each step's vLLM log-probs and routes
+    are the updated policy's. Without the sync the gap after a step of lr 1e-3 is 0.2-0.3 nats (measured)."""
+    import itertools
+    import json
+    from compass.rl.config import RLConfig
+    from compass.rl.engine import train
+    from compass.rl.sampling.prompt_data import RLPrompt
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    v = json.dumps({"type": "test"})
+    prompts = [RLPrompt("P", "1+1=?", "pass", v, "math", "a"), RLPrompt("F", "2+2=?", "fail", v, "math", "a"),
+               RLPrompt("M", "3+3=?", "mixed", v, "math", "a")]
+    flip = itertools.cycle([1.0, 0.0])
+
+    def score(verifier, response, ref):
+        return {"pass": 1.0, "fail": 0.0}[ref] if ref != "mixed" else next(flip)
+
+    tok = build_tokenizer(TEXTS, TokenizerConfig(vocab_size=300))
+    model = build_model(CFG, tok, seed=0)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = RLConfig(steps=3, sampling={"prompts_per_step": 3, "group_size": 4},
+                   rollout={"max_new_tokens": 8, "backend": {"kind": "vllm"}},
+                   trainer={"lr": 1e-3, "router_replay": True})
+    res = train(model, tok, prompts, cfg, score_fn=score)
+    assert len(res.metrics) == 3
+    for m in res.metrics:
+        assert m["updated"] == 1.0 and m["tokens"] > 0, m
+        assert m["logp_gap_max"] < 1e-4 and m["routing_agreement"] == 1.0, m
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
