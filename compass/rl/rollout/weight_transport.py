@@ -50,6 +50,7 @@ receiver may still be reading the buckets it would overwrite.
 from __future__ import annotations
 
 import datetime
+import math
 import mmap
 import os
 import secrets
@@ -138,25 +139,24 @@ def plan_buckets(named: Named, dtype=None, bucket_bytes: int = DEFAULT_BUCKET_BY
     return buckets
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+def _next_named(it: Iterator[tuple[str, torch.Tensor]], name: str) -> torch.Tensor:
+    """The next tensor of ``it``, which must be ``name``'s (the plan and the tensors walk the same order)."""
+    src_name, src = next(it)
+    if src_name != name:
+        raise RuntimeError(f"weight transport: tensor {src_name!r} where the plan has {name!r}")
+    return src
 
 
 def _entries(meta: dict):
     for name, dt, shape, off in zip(meta["names"], meta["dtypes"], meta["shapes"], meta["offsets"]):
         dtype = _dtype(dt)
-        yield name, dtype, shape, off, _numel(shape) * dtype.itemsize
+        yield name, dtype, shape, off, math.prod(shape) * dtype.itemsize
 
 
 def _pack(meta: dict, named: Iterator[tuple[str, torch.Tensor]], buf: torch.Tensor) -> None:
     """Copy the bucket's tensors (the next ones of ``named``) into the flat uint8 ``buf``, casting on the way."""
     for name, dtype, shape, off, n in _entries(meta):
-        src_name, src = next(named)
-        if src_name != name:
-            raise RuntimeError(f"weight transport: tensor {src_name!r} where the plan has {name!r}")
+        src = _next_named(named, name)
         if n == 0:
             continue
         src = src.detach()
@@ -303,9 +303,7 @@ def _pieces(plan: list[dict], named: list) -> list[tuple]:
     it = iter(named)
     for b, meta in enumerate(plan):
         for name, dtype, shape, off, n in _entries(meta):
-            src_name, src = next(it)
-            if src_name != name:
-                raise RuntimeError(f"weight transport: tensor {src_name!r} where the plan has {name!r}")
+            src = _next_named(it, name)
             if n == 0:
                 continue
             if src.device.type == "cpu" and src.is_contiguous():
@@ -321,7 +319,7 @@ def _fill_piece(buf: torch.Tensor, piece: tuple) -> None:
     stage a slow sender)."""
     _, off, dtype, shape, src, start, stop = piece
     if start is None:
-        dst = buf[off:off + _numel(shape) * dtype.itemsize].view(dtype).view(shape)
+        dst = buf[off:off + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
         if src.dtype != dtype and src.device != buf.device:
             src = src.to(dtype)               # cast where the tensor is: fewer bytes cross the bus
     else:

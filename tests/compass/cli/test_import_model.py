@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -18,15 +19,8 @@ def _numel(folder: Path) -> int:
     n = 0
     for f in folder.glob("*.safetensors"):
         with safe_open(str(f), "pt") as st:
-            n += sum(_prod(st.get_slice(k).get_shape()) for k in st.keys())
+            n += sum(math.prod(st.get_slice(k).get_shape()) for k in st.keys())
     return n
-
-
-def _prod(shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 @pytest.fixture(scope="module")
