@@ -215,20 +215,27 @@ def phase_rollout(model, spec, dev, work, gen):
     return prompts, groups, row
 
 
-def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str = "torch"):
-    from compass.rl.config import RLConfig
-    from compass.rl.trainer.base import get_trainer_backend
-    from compass.rl.trainer.batch import build_batch, rollout_values, routes_batch
-    settings = {"kind": "torch", "device": str(dev), "precision": precision} if backend == "torch" else {"kind": backend}
-    cfg = RLConfig(trainer={"backend": settings, "lr": 1e-5,
-                            "router_replay": spec["arch"] == "qwen3_moe"})
-    trainer = get_trainer_backend(backend)(model, cfg)
+def _rollout_batch(prompts, groups):
+    """The trainer's batch of every completion in ``groups`` and the rollout's log-probs of it, with the
+    prefixes, completions, ``[rows, len - 1]`` shape and completion mask that go with them."""
+    from compass.rl.trainer.batch import build_batch, rollout_values
     prefixes = [p for p, g in zip(prompts, groups) for _ in g]
     comps = [c for g in groups for c in g]
     batch = build_batch(prefixes, [c.ids for c in comps], PAD)
     shape = (batch["input_ids"].shape[0], batch["input_ids"].shape[1] - 1)
     mask = batch["completion_mask"][:, 1:]
-    old = rollout_values("logprobs", prefixes, comps, shape)
+    return batch, prefixes, comps, shape, mask, rollout_values("logprobs", prefixes, comps, shape)
+
+
+def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str = "torch"):
+    from compass.rl.config import RLConfig
+    from compass.rl.trainer.base import get_trainer_backend
+    from compass.rl.trainer.batch import routes_batch
+    settings = {"kind": "torch", "device": str(dev), "precision": precision} if backend == "torch" else {"kind": backend}
+    cfg = RLConfig(trainer={"backend": settings, "lr": 1e-5,
+                            "router_replay": spec["arch"] == "qwen3_moe"})
+    trainer = get_trainer_backend(backend)(model, cfg)
+    batch, prefixes, comps, shape, mask, old = _rollout_batch(prompts, groups)
     signs = torch.randint(0, 2, (shape[0], 1), generator=gen).float() * 2 - 1
     adv = signs * mask.float()
     routes = routes_batch(prefixes, comps, batch["input_ids"].shape[1]) if cfg.trainer.router_replay else None
@@ -273,7 +280,6 @@ def phase_vllm(model, spec, dev, precision, prompts, work, gen):
     from compass.rl.config import RLConfig
     from compass.rl.rollout.vllm_client import VllmEnvMissing, VllmRollout, vllm_python
     from compass.rl.trainer.base import get_trainer_backend
-    from compass.rl.trainer.batch import build_batch, rollout_values
     try:
         vllm_python()
     except VllmEnvMissing:
@@ -305,14 +311,10 @@ def phase_vllm(model, spec, dev, precision, prompts, work, gen):
         groups, _ = _vllm_generate(rollout, prompts, work, dev)
         cfg = RLConfig(trainer={"backend": {"kind": "torch", "device": str(dev), "precision": precision}})
         trainer = get_trainer_backend("torch")(model, cfg)
-        prefixes = [p for p, g in zip(prompts, groups) for _ in g]
-        comps = [c for g in groups for c in g]
-        batch = build_batch(prefixes, [c.ids for c in comps], PAD)
-        shape = (batch["input_ids"].shape[0], batch["input_ids"].shape[1] - 1)
-        mask = batch["completion_mask"][:, 1:]
+        batch, _, _, _, mask, vllm_logp = _rollout_batch(prompts, groups)
         logp, _ = trainer.logprobs(batch, None)
         trainer.close()
-        gap = (logp - rollout_values("logprobs", prefixes, comps, shape)).abs()[mask].mean().item()
+        gap = (logp - vllm_logp).abs()[mask].mean().item()
         row["logp_gap_mean_abs"] = round(gap, 5)
         stats = rollout.stats()
         if stats["sleeps"]:

@@ -306,8 +306,9 @@ class VllmRollout(RolloutBackend):
             if isinstance(e, VllmWorkerError):
                 self._restart()
             raise
-        self._free_cuda_cache()
-        self._call("wake")
+        if self.sleeps:                          # an engine that never sleeps has nothing to wake: no round trip
+            self._free_cuda_cache()
+            self._call("wake")
 
     def _restart(self) -> None:
         """A load that failed part-way leaves the engine's weights undefined (vLLM's layer-wise reload keeps
