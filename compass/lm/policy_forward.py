@@ -16,7 +16,8 @@ LOGITS_CHUNK_BYTES = 256 << 20      # fp32 logits alive at once in head_logp_ent
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   temperature: float = 1.0, only: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   temperature: float = 1.0, only: torch.Tensor | None = None,
+                   shared_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-prob of each next token and the policy's entropy there.
 
     ``input_ids``/``attention_mask`` ``[B, L]`` -> ``logp`` ``[B, L-1]`` (log p of
@@ -26,8 +27,11 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     ``only`` ``[B, L-1]`` bool: compute the vocabulary projection only where True (the
     completion tokens) and leave 0 elsewhere. The LM head and the softmax over the
     vocabulary are a large part of a small model's forward; prompt positions need neither.
+    ``shared_prefix``: where the model allows it, run each distinct prompt once
+    (:func:`_shared_prefix_logprobs`); False: always the model's own forward (a sharded model, whose
+    weights exist whole only inside that forward).
     """
-    if only is not None:
+    if only is not None and shared_prefix:
         fast = _shared_prefix_logprobs(model, input_ids, only, temperature)
         if fast is not None:
             return fast

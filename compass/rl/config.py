@@ -133,13 +133,40 @@ class TorchTrainerSettings(ComputeSettings):
                                                               "layer, for one more forward per update")
 
 
+class FsdpTrainerSettings(TorchTrainerSettings):
+    """The HF policy sharded over ``ranks`` data-parallel ranks with PyTorch FSDP2
+    (compass.rl.trainer.fsdp_trainer): one rank in this process, more as Ray actors in a placement group
+    (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU."""
+    kind: Literal["fsdp"] = "fsdp"
+    ranks: int = Field(1, ge=1, description="data-parallel ranks; each holds 1/ranks of the weights, gradients "
+                                            "and AdamW state and computes a share of each batch's rows")
+    cpu_offload: bool = Field(False, description="keep the shards, their gradients and AdamW's state in host "
+                                                 "memory (FSDP2's CPUOffloadPolicy)")
+    gpus_per_rank: float = Field(0.0, ge=0, description="with ranks > 1: Ray GPUs each rank reserves (1 on a "
+                                                        "GPU cluster; 0 on the CPU)")
+    cpus_per_rank: float = Field(1.0, ge=0, description="with ranks > 1: Ray CPUs each rank reserves")
+    threads_per_rank: int | None = Field(None, ge=1, description="torch threads per rank (None: Ray's default "
+                                                                 "for the actor)")
+    placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "PACK", description="Ray placement-group strategy for the ranks: PACK fills a node first, SPREAD puts "
+                            "them on different nodes, STRICT_* refuses otherwise")
+
+    @model_validator(mode="after")
+    def _reserves_something(self):
+        if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
+            raise ValueError("trainer.backend.ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
+                             "placement group bundle must reserve something)")
+        return self
+
+
 class MegatronTrainerSettings(StrictModel):
     """A megatron-core GPTModel converted from the policy (compass.rl.trainer.megatron_trainer; Qwen3-MoE);
     it places its own model."""
     kind: Literal["megatron"] = "megatron"
 
 
-TrainerBackendConfig = Annotated[Union[TorchTrainerSettings, MegatronTrainerSettings], Field(discriminator="kind")]
+TrainerBackendConfig = Annotated[Union[TorchTrainerSettings, FsdpTrainerSettings, MegatronTrainerSettings],
+                                 Field(discriminator="kind")]
 
 
 def _nested_moved(data, section: str, moved: dict[str, str]):
@@ -196,7 +223,8 @@ class TrainerConfig(StrictModel):
     """The policy update."""
     backend: TrainerBackendConfig = Field(default_factory=TorchTrainerSettings,
                                           description="trainer backend: a kind (torch: the policy on its device and "
-                                                      "precision; megatron) and its settings")
+                                                      "precision; fsdp: sharded over ranks; megatron) and its "
+                                                      "settings")
     actor: bool = Field(False, description="run the trainer backend in a Ray actor (compass.rl.trainer.ray_actor)")
     actor_resources: ActorResources = Field(default_factory=ActorResources,
                                             description="with actor: what the trainer actor asks Ray for, and its "

@@ -593,7 +593,7 @@ class _Loop:
             self.trained_weights_to_model()         # the HF policy the stage saves gets the trained weights
 
         died: tuple = ()
-        if cfg.trainer.actor:
+        if cfg.trainer.actor or getattr(self.trainer, "on_ray", False):      # one actor, or ranks on Ray
             from compass.rl.trainer.ray_actor import TrainerActorDied
             died = (TrainerActorDied,)
         resume: tuple | None = None        # (the saved state, what happened) once the trainer actor died
@@ -616,4 +616,4 @@ class _Loop:
                     raise type(e)(f"{e} (trainer.max_restarts={cfg.trainer.max_restarts} used up)") from e
                 resume = (state, f"{e} (at step {at})")
         return RLResult(metrics=self.metrics.rows, rollouts=self.rollouts, prompt_stats=self.stats,
-                        trainer_restarts=self.trainer.restarts if cfg.trainer.actor else 0)
+                        trainer_restarts=getattr(self.trainer, "restarts", 0))

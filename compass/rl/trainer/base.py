@@ -84,6 +84,7 @@ register_trainer_backend = TRAINER_BACKENDS.register
 
 # backend name -> the module that registers it, imported only when that backend is asked for
 TRAINER_BACKEND_MODULES = {"torch": "compass.rl.trainer.torch_trainer",
+                           "fsdp": "compass.rl.trainer.fsdp_trainer",
                            "megatron": "compass.rl.trainer.megatron_trainer"}
 
 

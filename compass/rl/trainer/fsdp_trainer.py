@@ -1,0 +1,311 @@
+"""The ``fsdp`` trainer backend: the HF policy sharded over N data-parallel ranks with PyTorch FSDP2.
+
+Each rank (:class:`FsdpRank`) holds a copy of the policy built from the same weights, sharded with
+``fully_shard`` per decoder layer and once at the root, and an AdamW over its shards. N = 1 runs in this
+process (a group of one: the GPU bench, a one-GPU run); N > 1 runs as N Ray actors in a placement group
+(:class:`compass.dist.rank_group.RankGroup`), NCCL between GPUs and gloo on the CPU.
+
+One update, on every rank at once (the same batch reaches all of them; each takes a contiguous share of
+its rows):
+
+1. **forward, no gradients** — each rank's rows in micro-batches (``micro_batch_tokens``); the log-probs
+   and entropies are summed across ranks (each row is non-zero on one rank only), so every rank holds the
+   whole batch's ``[B, L-1]``;
+2. **loss** — the configured policy loss on the whole batch, identically on every rank, and its gradient
+   with respect to every token's log-prob (exact for every loss, whatever it aggregates over the batch:
+   sequence means, ESPO's entropy groups);
+3. **backward** — each rank runs its rows again with gradients and back-propagates its rows' share of that
+   gradient; FSDP sums the shares across ranks (divide factor 1, not its default mean) and reduce-scatters
+   them once, after the last micro-batch;
+4. **step** — the global gradient norm clipped, AdamW on the shards.
+
+A rank with fewer micro-batches than another runs a zero-weighted one so that every rank enters each
+collective. The cost over the one-process ``torch`` trainer is the extra forward of step 1 (which the
+``torch`` trainer pays too with micro-batches) and the collectives.
+
+Precision: ``bf16`` is FSDP2's ``MixedPrecisionPolicy`` (bf16 weights gathered for compute, gradients
+reduced in fp32, fp32 master shards and AdamW state) under the same autocast as the ``torch`` trainer.
+``cpu_offload`` keeps the shards, their gradients and AdamW's state in host memory.
+
+Checkpoints are gathered, not sharded: ``state_dict()`` is the full model under Hugging Face names and the
+full AdamW state keyed by parameter name (``torch.distributed.checkpoint.state_dict`` with
+``full_state_dict``), so a state saved by N ranks loads on M ranks, and the weights are what every later
+stage reads. The price is one host's memory for the whole state at save time.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
+from compass.lm.policy_forward import token_logprobs
+from compass.rl.algos.losses import masked_mean, policy_loss
+from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
+from compass.rl.trainer.torch_trainer import _replay, _rows, token_micro_batches
+
+PREFIX = "policy."          # the HF model's place inside the FSDP root (_Policy.policy)
+
+
+class _Policy(nn.Module):
+    """The FSDP root: its forward is the policy's token log-probs, so the weights FSDP keeps at the root
+    (embeddings, final norm, LM head) are gathered for the whole forward and its backward."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.policy = model
+
+    def forward(self, input_ids, attention_mask, only, temperature: float):
+        return token_logprobs(self.policy, input_ids, attention_mask, temperature, only=only, shared_prefix=False)
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The decoder layers of a Hugging Face causal LM (``model.model.layers``): FSDP's units."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ValueError(f"fsdp trainer: {type(model).__name__} has no decoder layers at model.layers "
+                         f"(a Hugging Face causal LM such as Qwen3, Qwen3-MoE, Qwen2 or Llama)")
+    return list(layers)
+
+
+def shard(model: nn.Module, device: torch.device, amp: torch.dtype, cpu_offload: bool = False) -> _Policy:
+    """``model`` wrapped in :class:`_Policy` and sharded over the default group's ranks: each decoder layer one
+    FSDP unit, the rest the root's. Gradients are summed across ranks (each rank back-propagates its own
+    share of the batch's gradient)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
+    root = _Policy(model)
+    kw: dict = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
+    if amp != torch.float32:
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32)
+    if cpu_offload:
+        kw["offload_policy"] = CPUOffloadPolicy()
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kw)
+    fully_shard(root, **kw)
+    for m in root.modules():
+        if isinstance(m, FSDPModule):
+            m.set_gradient_divide_factor(1.0)
+            m.set_force_sum_reduction_for_comms(True)       # a plain SUM: gloo has no PREMUL_SUM
+    return root
+
+
+class FsdpRank:
+    """One rank of the sharded trainer (see the module doc); built after the rank joined its group."""
+
+    def __init__(self, payload: dict, cfg):
+        from compass.rl.ray_cluster import model_from_payload
+        s = cfg.trainer.backend
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.device = resolve_device(s.device)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.amp = compute_dtype(self.device, s.precision)
+        self.micro_batch_tokens = s.micro_batch_tokens
+        self.checkpointing = s.activation_checkpointing
+        self.temperature = cfg.rollout.temperature
+        self.model = model_from_payload(payload).to(self.device)
+        self.vocab_size = self.model.config.vocab_size
+        self.root = shard(self.model, self.device, self.amp, s.cpu_offload)
+        self.optimizer = torch.optim.AdamW(self.root.parameters(), lr=cfg.trainer.lr,
+                                           weight_decay=cfg.trainer.weight_decay)
+        self.steps = 0
+        self.last_logp: torch.Tensor | None = None
+
+    # -- the rows this rank computes ---------------------------------------------------------
+    def _plan(self, batch: dict) -> list[list[int] | None]:
+        """This rank's micro-batches (global row indices), padded with None (a zero-weighted micro-batch) to
+        the largest count on any rank: every rank runs the same number of forwards and backwards."""
+        B = batch["attention_mask"].shape[0]
+        mine = torch.arange(B).tensor_split(self.world)[self.rank].tolist()
+        if not mine:
+            groups: list = []
+        elif self.micro_batch_tokens is None:
+            groups = [mine]
+        else:
+            local = token_micro_batches(batch["attention_mask"][mine], self.micro_batch_tokens)
+            groups = [[mine[i] for i in g] for g in local]
+        n = torch.tensor([len(groups)], device=self.device)
+        if self.world > 1:
+            dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        return groups + [None] * (int(n) - len(groups))
+
+    def _forward(self, batch: dict, routes, idx: list[int]):
+        sub, sub_routes, width = _rows(batch, routes, idx)
+        with _replay(self.model, sub_routes), autocast(self.device, self.amp):
+            lp, en = self.root(sub["input_ids"], sub["attention_mask"], sub["completion_mask"][:, 1:],
+                               self.temperature)
+        return lp, en, width
+
+    @torch.no_grad()
+    def _all_rows(self, batch: dict, routes, plan) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pass 1: the whole batch's log-probs and entropies ``[B, L-1]`` on every rank."""
+        shape = batch["completion_mask"][:, 1:].shape
+        logp = torch.zeros(shape, dtype=torch.float32, device=self.device)
+        entropy = torch.zeros(shape, dtype=torch.float32, device=self.device)
+        for idx in plan:
+            lp, en, width = self._forward(batch, routes, idx if idx is not None else [0])
+            if idx is not None:
+                logp[idx, :width - 1], entropy[idx, :width - 1] = lp, en
+        if self.world > 1:          # each row is non-zero on one rank: the sum is the gather, exactly
+            dist.all_reduce(logp)
+            dist.all_reduce(entropy)
+        return logp, entropy
+
+    # -- the protocol (every rank runs each call) ----------------------------------------------
+    def logprobs(self, batch, routes=None):
+        batch = to_device(batch, self.device)
+        routes = None if routes is None else routes.to(self.device)
+        was_training = self.root.training
+        self.root.eval()
+        logp, ent = self._all_rows(batch, routes, self._plan(batch))
+        self.root.train(was_training)
+        return (logp.cpu(), ent.cpu()) if self.rank == 0 else None
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float] | None:
+        dev = self.device
+        batch = to_device(batch, dev)
+        advantages = advantages.to(dev).detach().float()
+        old_logp, routes, old_entropy = (None if t is None else t.to(dev) for t in (old_logp, routes, old_entropy))
+        mask = batch["completion_mask"][:, 1:]
+        has_signal = bool((advantages != 0).any())
+        self.root.train()
+        plan = self._plan(batch)
+        grad_norm = 0.0
+        with activation_checkpointing(self.model, self.checkpointing):
+            logp, entropy = self._all_rows(batch, routes, plan)                          # 1. forward
+            leaf = logp.clone().requires_grad_(has_signal)                                # 2. loss
+            old = logp if old_logp is None else old_logp.detach()
+            ent = entropy if old_entropy is None else old_entropy
+            with torch.set_grad_enabled(has_signal):
+                loss, lm, _ = policy_loss(cfg.loss.kind, leaf, old, advantages, mask, entropy=ent.detach(),
+                                          vocab_size=self.vocab_size,
+                                          settings=cfg.loss.model_dump(exclude={"kind"}))
+            self.last_logp = logp
+            if has_signal:
+                (g,) = torch.autograd.grad(loss, leaf)
+                self.optimizer.zero_grad(set_to_none=True)
+                for i, idx in enumerate(plan):                                            # 3. backward
+                    self.root.set_requires_gradient_sync(i == len(plan) - 1)    # reduce-scatter once, at the end
+                    lp, _, width = self._forward(batch, routes, idx if idx is not None else [0])
+                    seed = g[idx, :width - 1] if idx is not None else torch.zeros_like(lp)
+                    (lp * seed).sum().backward()
+                norm = torch.nn.utils.clip_grad_norm_(self.root.parameters(), cfg.trainer.max_grad_norm)
+                grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+                self.optimizer.step()                                                     # 4. step
+                self.optimizer.zero_grad(set_to_none=True)
+                self.steps += 1
+        if self.rank != 0:
+            return None
+        return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy, mask)),
+                "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": grad_norm,
+                "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+
+    def pre_step_logprobs(self):
+        return None if self.rank != 0 or self.last_logp is None else self.last_logp.cpu()
+
+    def _options(self, **kw):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions
+        return StateDictOptions(full_state_dict=True, **kw)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """The full weights under Hugging Face names on rank 0 (None elsewhere); every rank takes part."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+        sd = get_model_state_dict(self.root, options=self._options(cpu_offload=True))
+        return {k.removeprefix(PREFIX): v for k, v in sd.items()} if self.rank == 0 else None
+
+    def state_dict(self) -> dict | None:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+        model = self.hf_state_dict()
+        optim = get_optimizer_state_dict(self.root, self.optimizer, options=self._options(cpu_offload=True))
+        if self.rank != 0:
+            return None
+        return {"model": model, "optimizer": optim, "steps": self.steps, "ranks": self.world}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A gathered state (:meth:`state_dict`), saved by any number of ranks; each rank loads its shards."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+        set_model_state_dict(self.root, {PREFIX + k: v for k, v in state["model"].items()}, options=self._options())
+        set_optimizer_state_dict(self.root, self.optimizer, state["optimizer"], options=self._options())
+        self.steps = int(state["steps"])
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
+
+
+@register_trainer_backend("fsdp")
+class FsdpTrainer(TrainerBackend):
+    """The controller's handle on the ranks: each protocol call runs on all of them, rank 0 answers."""
+    name = "fsdp"
+    updates_model_in_place = False          # the ranks train their own (sharded) copies
+
+    def __init__(self, model, cfg):
+        from compass.rl.ray_cluster import model_payload
+        s = cfg.trainer.backend
+        self.ranks = s.ranks
+        self.group = None
+        self._local: FsdpRank | None = None
+        payload = model_payload(model)
+        if s.ranks == 1:                    # a group of one in this process: no Ray, no port
+            from compass.dist.process_group import default_backend, join
+            join(default_backend(resolve_device(s.device)), 0, 1)
+            self._local = FsdpRank(payload, cfg)
+        else:
+            from compass.dist.rank_group import RankGroup
+            bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
+            self.group = RankGroup(FsdpRank, (payload, cfg), world_size=s.ranks, bundle=bundle,
+                                   strategy=s.placement, threads=s.threads_per_rank, what=f"fsdp trainer ({s.ranks} ranks)")
+
+    @property
+    def restarts(self) -> int:
+        return 0 if self.group is None else self.group.restarts
+
+    @property
+    def on_ray(self) -> bool:
+        """Ranks in Ray actors: a rank's death is a RankDied, and :meth:`restart` builds a new group."""
+        return self.group is not None
+
+    def restart(self) -> None:
+        if self.group is None:
+            raise RuntimeError("fsdp trainer: one in-process rank has nothing to restart")
+        self.group.restart()
+
+    def _call(self, method: str, *args):
+        if self._local is not None:
+            return getattr(self._local, method)(*args)
+        return self.group.call(method, *args)[0]
+
+    def logprobs(self, batch, routes=None):
+        return self._call("logprobs", batch, routes)
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
+        return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
+
+    def pre_step_logprobs(self):
+        return self._call("pre_step_logprobs")
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return self._call("hf_state_dict")
+
+    def state_dict(self) -> dict:
+        return self._call("state_dict")
+
+    def load_state_dict(self, state: dict) -> None:
+        self._call("load_state_dict", state)
+
+    @property
+    def steps(self) -> int:
+        return self._local.steps if self._local is not None else self.group.call("__getattribute__", "steps")[0]
+
+    def rank_pids(self) -> list[int]:
+        """The ranks' process ids (fault-injection tests kill one)."""
+        return [self._local.pid()] if self._local is not None else self.group.pids()
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+        self._local = None
+
+
+__all__ = ["FsdpRank", "FsdpTrainer", "decoder_layers", "shard"]
