@@ -58,8 +58,13 @@ SIZES = {
                       experts=4, topk=2, expert=64, tie=False),
 }
 # per model: SFT steps x micro-batch x row length; rollout prompts x samples x (prompt, new tokens)
-WORK = {"full": dict(sft_steps=12, sft_batch=16, sft_len=1024, prompts=32, n=4, prompt_len=128, new_tokens=256),
-        "quick": dict(sft_steps=3, sft_batch=4, sft_len=32, prompts=4, n=2, prompt_len=8, new_tokens=8)}
+# the update's micro-batch cap: the one-GPU example's (configs/examples/one-gpu-qwen3.yaml)
+WORK = {"full": dict(sft_steps=12, sft_batch=16, sft_len=1024, prompts=32, n=4, prompt_len=128, new_tokens=256,
+                     micro_batch_tokens=16384),
+        "quick": dict(sft_steps=3, sft_batch=4, sft_len=32, prompts=4, n=2, prompt_len=8, new_tokens=8,
+                      micro_batch_tokens=32)}
+# FSDP2 at a world size of 1 (one GPU: the sharded code path, not its scaling), with and without CPU offload
+FSDP_PHASES = {"fsdp": {}, "fsdp_offload": {"cpu_offload": True}}
 EOS, PAD = 1, 0
 
 
@@ -227,11 +232,16 @@ def _rollout_batch(prompts, groups):
     return batch, prefixes, comps, shape, mask, rollout_values("logprobs", prefixes, comps, shape)
 
 
-def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str = "torch"):
+def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str = "torch",
+                 micro_batch_tokens: int | None = None, **extra):
+    """One trainer update on the rollout's completions; ``extra``: more settings of the backend (fsdp's
+    ``cpu_offload``)."""
     from compass.rl.config import RLConfig
     from compass.rl.trainer.base import get_trainer_backend
     from compass.rl.trainer.batch import routes_batch
-    settings = {"kind": "torch", "device": str(dev), "precision": precision} if backend == "torch" else {"kind": backend}
+    settings = {"kind": backend}
+    if backend in ("torch", "fsdp"):
+        settings.update(device=str(dev), precision=precision, micro_batch_tokens=micro_batch_tokens, **extra)
     cfg = RLConfig(trainer={"backend": settings, "lr": 1e-5,
                             "router_replay": spec["arch"] == "qwen3_moe"})
     trainer = get_trainer_backend(backend)(model, cfg)
@@ -398,9 +408,27 @@ def main(argv: list[str]) -> int:
             prompts, groups, row = phase_rollout(model, spec, dev, work, gen)
             emit({"phase": "rollout", "model": name, **row})
             phase = "update"
-            row = phase_update(model, spec, dev, args.precision, prompts, groups, gen)
+            rollout_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            row = phase_update(model, spec, dev, args.precision, prompts, groups, gen,
+                               micro_batch_tokens=work["micro_batch_tokens"])
             row["mfu"] = _mfu(row, peak)
             emit({"phase": "update", "model": name, **row})
+            # the torch trainer stepped this model in place: later phases start from the rollout's weights again,
+            # so their log-prob gap compares the same policy (it read 0.06-0.14 nats against a stale rollout)
+            model.load_state_dict(rollout_weights)
+            del rollout_weights
+            for phase, extra in FSDP_PHASES.items():
+                if extra.get("cpu_offload") and dev.type != "cuda":
+                    emit({"phase": phase, "model": name, "not_measured": "CPU offload needs a GPU"})
+                    continue
+                try:
+                    row = phase_update(model, spec, dev, args.precision, prompts, groups, gen, backend="fsdp",
+                                       micro_batch_tokens=work["micro_batch_tokens"], **extra)
+                    row["mfu"] = _mfu(row, peak)
+                except torch.cuda.OutOfMemoryError as e:
+                    row = {"not_measured": f"out of memory: {str(e).splitlines()[0][:160]}"}
+                    torch.cuda.empty_cache()
+                emit({"phase": phase, "model": name, **row})
             phase = "vllm"
             emit({"phase": "vllm", "model": name, **phase_vllm(model, spec, dev, args.precision, prompts, work, gen)})
             if name == "moe":
@@ -436,7 +464,9 @@ def main(argv: list[str]) -> int:
     for name in ("dense", "moe"):
         for phase, key in (("sft", "tokens_per_s"), ("sft", "mfu"), ("rollout", "tokens_per_s"),
                            ("rollout", "speedup_vs_generate"), ("update", "tokens_per_s"), ("update", "mfu"),
-                           ("update", "logp_gap_mean_abs"), ("vllm", "tokens_per_s"), ("vllm", "fp8_tokens_per_s"),
+                           ("update", "logp_gap_mean_abs"), ("update", "peak_gib"), ("fsdp", "tokens_per_s"),
+                           ("fsdp", "mfu"), ("fsdp", "peak_gib"), ("fsdp_offload", "tokens_per_s"),
+                           ("fsdp_offload", "peak_gib"), ("vllm", "tokens_per_s"), ("vllm", "fp8_tokens_per_s"),
                            ("vllm", "logp_gap_mean_abs"), ("vllm", "sleep_s"), ("vllm", "wake_s"),
                            ("vllm", "sync_file_s_per_gb"), ("vllm", "sync_memory_s_per_gb")):
             v = by.get((name, phase), {}).get(key)

@@ -94,27 +94,8 @@ def _pythonpath() -> str:
     return f"{REPO_ROOT}{os.pathsep}{rest}" if rest else str(REPO_ROOT)
 
 
-# -- models as plain data ---------------------------------------------------------------
-
-def model_payload(model) -> dict:
-    """A Hugging Face causal LM as data for :func:`model_from_payload` in another process:
-    ``config``, ``generation_config``, ``dtype`` and ``state_dict`` (detached CPU tensors)."""
-    return {"config": model.config, "generation_config": getattr(model, "generation_config", None),
-            "dtype": next(model.parameters()).dtype,
-            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
-
-
-def model_from_payload(payload: dict):
-    """The model :func:`model_payload` described: built from its config, then every weight loaded
-    (strict), so it computes exactly what the original does."""
-    import torch
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_config(payload["config"], dtype=payload["dtype"])
-    with torch.no_grad():
-        model.load_state_dict(payload["state_dict"], strict=True)
-    if payload["generation_config"] is not None:
-        model.generation_config = payload["generation_config"]
-    return model
+# -- models as plain data: compass.lm.model_payload (no Ray there: a process without Ray builds them too)
+from compass.lm.model_payload import model_from_payload, model_payload  # noqa: E402,F401
 
 
 @functools.lru_cache(maxsize=None)

@@ -77,7 +77,9 @@ def shard(model: nn.Module, device: torch.device, amp: torch.dtype, cpu_offload:
     root = _Policy(model)
     kw: dict = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
     if amp != torch.float32:
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32)
+        # layers take their inputs as they come (fp32 rotary tables) and compute under the autocast the ranks
+        # run in, as the torch trainer does, rather than FSDP's default cast of every layer input to bf16
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32, cast_forward_inputs=False)
     if cpu_offload:
         kw["offload_policy"] = CPUOffloadPolicy()
     for layer in decoder_layers(model):
@@ -94,12 +96,15 @@ class FsdpRank:
     """One rank of the sharded trainer (see the module doc); built after the rank joined its group."""
 
     def __init__(self, payload: dict, cfg):
-        from compass.rl.ray_cluster import model_from_payload
+        from compass.lm.model_payload import model_from_payload
         s = cfg.trainer.backend
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.device = resolve_device(s.device)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+        if s.cpu_offload and self.device.type != "cuda":
+            raise ValueError(f"trainer.backend.cpu_offload: the ranks compute on {self.device}, not a GPU; offload "
+                             f"moves GPU state to host memory, where a CPU run already keeps it")
         self.amp = compute_dtype(self.device, s.precision)
         self.micro_batch_tokens = s.micro_batch_tokens
         self.checkpointing = s.activation_checkpointing
@@ -241,7 +246,7 @@ class FsdpTrainer(TrainerBackend):
     updates_model_in_place = False          # the ranks train their own (sharded) copies
 
     def __init__(self, model, cfg):
-        from compass.rl.ray_cluster import model_payload
+        from compass.lm.model_payload import model_payload
         s = cfg.trainer.backend
         self.ranks = s.ranks
         self.group = None
