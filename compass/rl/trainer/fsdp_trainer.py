@@ -167,7 +167,9 @@ class FsdpRank:
         self.root.train(was_training)
         return (logp.cpu(), ent.cpu()) if self.rank == 0 else None
 
-    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float] | None:
+    def _backward(self, batch, advantages, old_logp, cfg, routes, old_entropy):
+        """Steps 1-3 of an update (the module doc): the batch's loss on every rank and, when any advantage is
+        non-zero, its gradient summed into the shards' ``.grad``."""
         dev = self.device
         batch = to_device(batch, dev)
         advantages = advantages.to(dev).detach().float()
@@ -176,7 +178,6 @@ class FsdpRank:
         has_signal = bool((advantages != 0).any())
         self.root.train()
         plan = self._plan(batch)
-        grad_norm = 0.0
         with activation_checkpointing(self.model, self.checkpointing):
             logp, entropy = self._all_rows(batch, routes, plan)                          # 1. forward
             leaf = logp.clone().requires_grad_(has_signal)                                # 2. loss
@@ -195,16 +196,32 @@ class FsdpRank:
                     lp, _, width = self._forward(batch, routes, idx if idx is not None else [0])
                     seed = g[idx, :width - 1] if idx is not None else torch.zeros_like(lp)
                     (lp * seed).sum().backward()
-                norm = torch.nn.utils.clip_grad_norm_(self.root.parameters(), cfg.trainer.max_grad_norm)
-                grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-                self.optimizer.step()                                                     # 4. step
-                self.optimizer.zero_grad(set_to_none=True)
-                self.steps += 1
-        if self.rank != 0:
-            return None
         return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy, mask)),
-                "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": grad_norm,
+                "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": 0.0,
                 "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float] | None:
+        m = self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
+        if m["updated"]:
+            norm = torch.nn.utils.clip_grad_norm_(self.root.parameters(), cfg.trainer.max_grad_norm)
+            m["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+            self.optimizer.step()                                                         # 4. step
+            self.optimizer.zero_grad(set_to_none=True)
+            self.steps += 1
+        return m if self.rank == 0 else None
+
+    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None):
+        """The batch's whole gradient (before clipping) under Hugging Face names on rank 0, None elsewhere; no
+        step is taken (tests compare rank counts with it)."""
+        self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
+        out = {}
+        for name, p in self.root.named_parameters():
+            g = p.grad if p.grad is not None else torch.zeros_like(p)
+            full = g.full_tensor() if hasattr(g, "full_tensor") else g             # a collective: every rank
+            if self.rank == 0:
+                out[name.removeprefix(PREFIX)] = full.detach().cpu()
+        self.optimizer.zero_grad(set_to_none=True)
+        return out if self.rank == 0 else None
 
     def pre_step_logprobs(self):
         return None if self.rank != 0 or self.last_logp is None else self.last_logp.cpu()
@@ -225,18 +242,39 @@ class FsdpRank:
         optim = get_optimizer_state_dict(self.root, self.optimizer, options=self._options(cpu_offload=True))
         if self.rank != 0:
             return None
+        if self.device.type == "cpu":
+            # the gathered tensors are the live ones on the CPU: a state must not change with later steps (nor
+            # a trainer that loads it share its moments with this one)
+            model, optim = _cloned(model), _cloned(optim)
         return {"model": model, "optimizer": optim, "steps": self.steps, "ranks": self.world}
 
     def load_state_dict(self, state: dict) -> None:
         """A gathered state (:meth:`state_dict`), saved by any number of ranks; each rank loads its shards."""
-        from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
-        set_model_state_dict(self.root, {PREFIX + k: v for k, v in state["model"].items()}, options=self._options())
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+        from torch.distributed.tensor import DTensor, distribute_tensor
+        model = state["model"]
+        with torch.no_grad():
+            # each rank cuts its own shard from the full tensor and copies it into the storage FSDP gathers from
+            for name, p in self.root.named_parameters():
+                full = model[name.removeprefix(PREFIX)].to(self.device, p.dtype)
+                p.copy_(distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full)
         set_optimizer_state_dict(self.root, self.optimizer, state["optimizer"], options=self._options())
         self.steps = int(state["steps"])
 
     def pid(self) -> int:
         import os
         return os.getpid()
+
+
+def _cloned(obj):
+    """``obj`` with every tensor in it (in dicts, lists, tuples) copied."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _cloned(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_cloned(x) for x in obj)
+    return obj
 
 
 @register_trainer_backend("fsdp")
@@ -286,6 +324,10 @@ class FsdpTrainer(TrainerBackend):
 
     def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
         return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
+
+    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, torch.Tensor]:
+        """The batch's whole gradient under Hugging Face names, no step (:meth:`FsdpRank.gradients`)."""
+        return self._call("gradients", batch, advantages, old_logp, cfg, routes, old_entropy)
 
     def pre_step_logprobs(self):
         return self._call("pre_step_logprobs")
