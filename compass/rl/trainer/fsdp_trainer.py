@@ -41,7 +41,7 @@ from torch import nn
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean, policy_loss
-from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
+from compass.rl.trainer.base import TRAINER_BACKENDS, TrainerBackend, register_trainer_backend  # noqa: F401
 from compass.rl.trainer.torch_trainer import _replay, _rows, token_micro_batches
 
 PREFIX = "policy."          # the HF model's place inside the FSDP root (_Policy.policy)
