@@ -28,6 +28,7 @@ BENCHMARKS = {
     "detok": "compass.bench.detok",
     "gpu": "compass.bench.gpu",
     "weight-sync": "compass.bench.weight_sync",
+    "scaling": "compass.bench.scaling",
 }
 
 
