@@ -11,7 +11,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER_DIR = ROOT / "deploy" / "docker"
 KUBERAY_DIR = ROOT / "deploy" / "kuberay"
-PAPER_CONFIG = ROOT / "configs" / "cluster" / "paper.yaml"
+CLUSTER_CONFIG_DIR = ROOT / "configs" / "cluster"
+PAPER_CONFIG = CLUSTER_CONFIG_DIR / "paper.yaml"
+PAPER_2NODE_CONFIG = CLUSTER_CONFIG_DIR / "paper-2node.yaml"     # paper.yaml's reasoning RL on two 8-GPU nodes
 CHECKOUT_IN_IMAGE = "/opt/compass"        # WORKDIR and COMPASS_CHECKOUT of every image
 IMAGE = re.compile(r"^compass-rl-(?P<family>[a-z]+):(?P<tag>[^\s:@]+)$")
 
@@ -74,3 +76,11 @@ def containers(spec: dict) -> list[dict]:
 
 def entrypoint_argv(doc: dict) -> list[str]:
     return shlex.split(doc["spec"]["entrypoint"])
+
+
+def entrypoint_config(doc: dict) -> Path:
+    """The repository file a RayJob's ``--config`` names (the image holds the checkout at CHECKOUT_IN_IMAGE)."""
+    argv = entrypoint_argv(doc)
+    path = argv[argv.index("--config") + 1]
+    assert path.startswith(CHECKOUT_IN_IMAGE + "/"), path
+    return ROOT / path[len(CHECKOUT_IN_IMAGE) + 1:]

@@ -1,5 +1,6 @@
 """The KubeRay manifests in deploy/kuberay/: what the CRDs require, images from deploy/docker/, credentials only
-from a Secret, and RayJob entrypoints that the real stage command line accepts and the DAG agrees with."""
+from a Secret, RayJob entrypoints that the real stage command line accepts and the DAG agrees with, and the
+GPUs their configs' drivers and Ray actors ask for there in the job's pods."""
 from __future__ import annotations
 
 import argparse
@@ -8,9 +9,9 @@ import tomllib
 
 import pytest
 
-from tests.deploy.deploy_files import (CHECKOUT_IN_IMAGE, DOCKER_DIR, IMAGE, PAPER_CONFIG, ROOT, cluster_spec,
-                                       containers, entrypoint_argv, groups, load_all, manifests, pins,
-                                       project_version)
+from tests.deploy.deploy_files import (CHECKOUT_IN_IMAGE, CLUSTER_CONFIG_DIR, DOCKER_DIR, IMAGE, PAPER_2NODE_CONFIG,
+                                       PAPER_CONFIG, ROOT, cluster_spec, containers, entrypoint_argv,
+                                       entrypoint_config, groups, load_all, manifests, pins, project_version)
 
 # Facts from KubeRay's CRDs (ray-project/kuberay v1.7.0, ray-operator/config/crd/bases, version v1): the
 # required fields, and the property names, so that a misspelt key fails here instead of being pruned.
@@ -42,7 +43,8 @@ def _id(item):
 def test_the_manifests_are_there():
     kinds = sorted((d["kind"], d["metadata"]["name"]) for _, d in DOCS)
     assert kinds == [("RayCluster", "compass-rl"), ("RayJob", "compass-data-filter"),
-                     ("RayJob", "compass-domain-rl"), ("RayJob", "compass-reasoning-rl")]
+                     ("RayJob", "compass-domain-rl"), ("RayJob", "compass-reasoning-rl"),
+                     ("RayJob", "compass-reasoning-rl-2node")]
 
 
 def _check_cluster(spec: dict, where: str) -> None:
@@ -163,10 +165,10 @@ def test_entrypoint_is_a_real_stage_command(item, monkeypatch):
     node = next(n for n in PIPELINE if n.run_name == ns.section)
     assert node.stage == stage, f"{path.name}: section {ns.section} runs stage {node.stage}"
 
-    # the config is the repository's file, baked into the image at the checkout's place
+    # the config is a file of configs/cluster/, baked into the image at the checkout's place
     assert ns.config.startswith(CHECKOUT_IN_IMAGE + "/"), ns.config
     config_file = ROOT / ns.config[len(CHECKOUT_IN_IMAGE) + 1:]
-    assert config_file == PAPER_CONFIG
+    assert config_file.parent == CLUSTER_CONFIG_DIR and config_file.is_file(), config_file
     load_pipeline_config(config_file)                  # the whole file, as `compass stage --config` reads it
     data = load_pipeline_dict(config_file)[0]
     validate(spec.config, data[ns.section], f"{config_file}:{ns.section}")
@@ -184,8 +186,16 @@ def test_entrypoint_is_a_real_stage_command(item, monkeypatch):
     assert {s: outputs.get(s, s) for s in spec.outputs} == node.outputs, f"{path.name}: output names"
 
 
+def _limits(group: dict) -> dict:
+    return group["template"]["spec"]["containers"][0]["resources"]["limits"]
+
+
 def _gpus(group: dict) -> float:
-    return float(group["template"]["spec"]["containers"][0]["resources"]["limits"].get("nvidia.com/gpu", 0))
+    return float(_limits(group).get("nvidia.com/gpu", 0))
+
+
+def _family(group: dict) -> str:
+    return IMAGE.match(group["template"]["spec"]["containers"][0]["image"]).group("family")
 
 
 def _driver_groups(doc: dict) -> list[tuple[str, dict]]:
@@ -195,19 +205,65 @@ def _driver_groups(doc: dict) -> list[tuple[str, dict]]:
     return [(n, g) for n, g in groups(spec) if _gpus(g) >= gpus] if gpus else [("head", spec["headGroupSpec"])]
 
 
-@pytest.mark.parametrize("item", JOBS, ids=_id)
-def test_the_driver_lands_where_its_config_can_run(item):
+def _driver_cpus(doc: dict) -> float:
+    """CPUs the driver and its child processes (reward.workers) can count on: what the entrypoint reserves; or, when
+    it reserves nothing (Ray then starts it on the head), the head's container, if Ray places nothing else there
+    (num-cpus 0)."""
+    spec = doc["spec"]
+    if spec.get("entrypointNumCpus"):
+        return float(spec["entrypointNumCpus"])
+    head = cluster_spec(doc)["headGroupSpec"]
+    if not spec.get("entrypointNumGpus") and head.get("rayStartParams", {}).get("num-cpus") == "0":
+        return float(_limits(head)["cpu"])
+    return 0.0
+
+
+def _job_config(doc: dict):
+    """The stage section the RayJob runs, from the config file it names, validated by the stage's config model."""
     from compass.config import validate
     from compass.dag.pipeline_yaml import load_pipeline_dict
     from compass.dag.stages import stage_spec
-    path, doc = item
     argv = entrypoint_argv(doc)
     section = argv[argv.index("--section") + 1]
-    cfg = validate(stage_spec(argv[2]).config, load_pipeline_dict(PAPER_CONFIG)[0][section])
-    def kind(section: str):
-        return getattr(getattr(getattr(cfg, section, None), "backend", None), "kind", None)
-    vllm = kind("rollout") == "vllm"
-    cuda = vllm or kind("trainer") == "megatron"
+    path = entrypoint_config(doc)
+    return validate(stage_spec(argv[2]).config, load_pipeline_dict(path)[0][section], f"{path}:{section}")
+
+
+def _in_driver(cfg) -> set[str]:
+    """The backend kinds that run in the driver's process or its children: the trainer unless it is a Ray actor or
+    fsdp ranks on Ray (ranks > 1), the rollout unless rollout.workers puts it in Ray actors."""
+    out = set()
+    trainer, rollout = getattr(cfg, "trainer", None), getattr(cfg, "rollout", None)
+    if trainer is not None and not trainer.actor and not (trainer.backend.kind == "fsdp" and trainer.backend.ranks > 1):
+        out.add(trainer.backend.kind)
+    if rollout is not None and not rollout.workers:
+        out.add(rollout.backend.kind)
+    return out
+
+
+def _ray_asks(cfg) -> list[tuple[str, int, float, str | None]]:
+    """(what, how many, Ray GPUs each, placement strategy) of the Ray actors the RL engine starts for ``cfg``."""
+    asks: list = []
+    trainer, rollout = getattr(cfg, "trainer", None), getattr(cfg, "rollout", None)
+    if trainer is not None:
+        b = trainer.backend
+        if trainer.actor:
+            asks.append((f"{b.kind} trainer actor", 1, trainer.actor_resources.num_gpus, None))
+        elif b.kind == "fsdp" and b.ranks > 1:
+            asks.append(("fsdp ranks", b.ranks, b.gpus_per_rank, b.placement))
+    if rollout is not None and rollout.workers:
+        res = rollout.actor_resources
+        asks.append((f"{rollout.backend.kind} rollout workers", rollout.workers, res.num_gpus, None))
+    return asks
+
+
+@pytest.mark.parametrize("item", JOBS, ids=_id)
+def test_the_driver_lands_where_its_config_can_run(item):
+    path, doc = item
+    cfg = _job_config(doc)
+    here = _in_driver(cfg)
+    vllm = "vllm" in here
+    cuda = vllm or "megatron" in here
     reward_workers = getattr(getattr(cfg, "reward", None), "workers", 0)
     spec = doc["spec"]
     assert spec.get("entrypointNumGpus", 0) >= (1 if cuda else 0), f"{path.name}: megatron / vLLM need a GPU"
@@ -222,4 +278,57 @@ def test_the_driver_lands_where_its_config_can_run(item):
             assert family in ("train", "rollout"), f"{path.name}/{name}: megatron needs a CUDA image"
         assert spec.get("entrypointNumCpus", 0) <= float(container["resources"]["limits"]["cpu"])
     if reward_workers:   # the reward service's processes are the driver's children: count them in its CPUs
-        assert spec["entrypointNumCpus"] > reward_workers, path.name
+        assert _driver_cpus(doc) > reward_workers, path.name
+
+
+@pytest.mark.parametrize("item", JOBS, ids=_id)
+def test_the_ray_actors_fit_the_cluster(item):
+    """The GPUs the config's Ray actors ask for (fsdp ranks, rollout workers, a trainer actor) and the driver's are
+    there in the worker groups at their replica counts; each actor fits one pod, on a CUDA image (the rollout
+    image where it runs vLLM); STRICT_PACK ranks fit one pod."""
+    path, doc = item
+    cfg = _job_config(doc)
+    pods = [g for n, g in groups(cluster_spec(doc)) if n != "head" for _ in range(g.get("replicas", g["minReplicas"]))]
+    gpu_pods = [g for g in pods if _gpus(g)]
+    total = sum(_gpus(g) for g in gpu_pods)
+    asked = float(doc["spec"].get("entrypointNumGpus", 0))
+    for what, count, each, placement in _ray_asks(cfg):
+        asked += count * each
+        if not each:
+            continue
+        fits = [g for g in gpu_pods if _gpus(g) >= each]
+        assert fits, f"{path.name}: no pod has the {each} GPU(s) each of the {what} asks for"
+        for g in fits:
+            assert _family(g) in ("train", "rollout"), f"{path.name}: the {what} need a CUDA image"
+            if what.startswith("vllm"):
+                assert _family(g) == "rollout", f"{path.name}: the {what} need the rollout image"
+        if placement == "STRICT_PACK":
+            assert any(_gpus(g) >= count * each for g in gpu_pods), f"{path.name}: STRICT_PACK {what} span pods"
+    assert asked <= total, f"{path.name}: the driver and the Ray actors ask for {asked} GPUs; the pods have {total}"
+
+
+def test_the_two_node_config_is_papers_reasoning_rl_on_16_gpus():
+    """paper-2node.yaml is paper.yaml (its base) with reasoning_rl's parallel layout and batch changed, nothing
+    else; its fsdp ranks fill one GPU pod of its RayJob (PACK: one node's NVLink for their collectives)."""
+    from compass.dag.pipeline_yaml import load_pipeline_config
+    two, line = load_pipeline_config(PAPER_2NODE_CONFIG)
+    paper, _ = load_pipeline_config(PAPER_CONFIG)
+    assert str(PAPER_CONFIG) in line, line
+    r = two.reasoning_rl
+    b = r.trainer.backend
+    assert (b.kind, b.ranks, b.gpus_per_rank, b.placement) == ("fsdp", 8, 1, "PACK") and not r.trainer.actor
+    assert (r.rollout.backend.kind, r.rollout.workers, r.rollout.actor_resources.num_gpus) == ("native", 8, 1)
+    # the paper's 512 prompts x 8 samples over 256 GPUs: 16 rollouts per GPU, here over 16 GPUs
+    gpus = b.ranks * b.gpus_per_rank + r.rollout.workers * r.rollout.actor_resources.num_gpus
+    assert gpus == 16 and r.sampling.prompts_per_step * r.sampling.group_size / gpus == 512 * 8 / 256
+    changed = {"sampling": ("prompts_per_step",), "rollout": ("backend", "workers", "actor_resources"),
+               "trainer": ("backend",)}
+    mine, theirs = two.model_dump(), paper.model_dump()
+    for section, keys in changed.items():
+        for key in keys:
+            del mine["reasoning_rl"][section][key], theirs["reasoning_rl"][section][key]
+    assert mine == theirs, "paper-2node.yaml changes more than reasoning_rl's layout and batch"
+    (job,) = [d for _, d in JOBS if entrypoint_config(d) == PAPER_2NODE_CONFIG]
+    assert not job["spec"].get("entrypointNumGpus"), "the driver holds no GPU: all 16 are the actors'"
+    gpu_pods = [g for n, g in groups(cluster_spec(job)) if n != "head" and _gpus(g)]
+    assert gpu_pods and all(_gpus(g) == b.ranks * b.gpus_per_rank for g in gpu_pods)
