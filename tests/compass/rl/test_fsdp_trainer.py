@@ -149,3 +149,33 @@ def test_settings_and_models_it_cannot_take_fail_clearly(tok, model):
     with pytest.raises(ValueError, match="no decoder layers at model.layers"):
         decoder_layers(torch.nn.Linear(2, 2))
     assert len(decoder_layers(model)) == model.config.num_hidden_layers
+
+
+def test_router_replay_under_fsdp_is_the_torch_trainers(tok, model):
+    """Recorded routes replayed in the sharded model: the same log-probs and update as the torch trainer with the
+    same routes, and different log-probs from free routing where the routes were planted."""
+    from compass.rl.router_replay import record_routes
+    batch, mask, adv = make_batch(tok, seed=2)
+    with torch.no_grad(), record_routes(model) as rec:
+        token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+    routes = rec.routes()
+    planted = routes.clone()
+    planted[..., 0] = (planted[..., 0] + 1) % model.config.num_experts      # another first expert everywhere
+    planted[..., 0] = torch.where(planted[..., 0] == planted[..., 1], (planted[..., 0] + 1) % model.config.num_experts,
+                                  planted[..., 0])
+    out = {}
+    for kind in ("torch", "fsdp"):
+        cfg = RLConfig(trainer={"lr": 1e-2, "backend": {"kind": kind}, "router_replay": True})
+        trainer = (TorchTrainer if kind == "torch" else FsdpTrainer)(copy.deepcopy(model), cfg)
+        try:
+            free, _ = trainer.logprobs(batch)
+            replayed, _ = trainer.logprobs(batch, planted)
+            m = trainer.update(batch, adv, replayed, cfg, routes=planted)
+            out[kind] = (free, replayed, m)
+        finally:
+            trainer.close()
+    (f_t, r_t, m_t), (f_f, r_f, m_f) = out["torch"], out["fsdp"]
+    assert torch.allclose(r_t, r_f, atol=1e-5) and torch.allclose(f_t, f_f, atol=1e-5)
+    assert float((r_f - f_f).abs()[mask].max()) > 1e-3                         # the replay changed something
+    assert m_t["loss"] == pytest.approx(m_f["loss"], rel=1e-5, abs=1e-7)
+    assert m_t["grad_norm"] == pytest.approx(m_f["grad_norm"], rel=1e-5)
