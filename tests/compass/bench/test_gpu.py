@@ -15,11 +15,15 @@ def test_bench_gpu_quick_runs_every_phase_and_every_check_passes(capsys, monkeyp
     phases = [(r.get("model"), r["phase"]) for r in lines[:-1]]
     assert phases[0] == (None, "env")
     for model in ("dense", "moe"):
-        assert [p for m, p in phases if m == model][:5] == ["build", "sft", "rollout", "update", "vllm"]
+        assert [p for m, p in phases if m == model][:7] == ["build", "sft", "rollout", "update", "fsdp",
+                                                            "fsdp_offload", "vllm"]
     assert (("moe", "megatron") in phases) or any(r.get("not_measured") for r in lines if r["phase"] == "megatron")
     for r in lines[1:-1]:
+        if r["phase"] == "fsdp_offload":                # offload moves GPU state to the host: nothing to do here
+            assert r["not_measured"] == "CPU offload needs a GPU" and "checks" not in r
+            continue
         assert r.get("checks") and all(r["checks"].values()), r
-        if r["phase"] in ("sft", "rollout", "update", "vllm"):
+        if r["phase"] in ("sft", "rollout", "update", "fsdp", "vllm"):
             assert r["tokens_per_s"] > 0
         if r["phase"] == "vllm":    # make test builds vLLM's environment: the phase runs here, fp8 and sleep cannot
             assert r["dtype"] == "float32" and r["sync_memory_s_per_gb"] > 0 and r["sync_file_s_per_gb"] > 0

@@ -17,7 +17,7 @@ import pytest
 
 from tests.compass.rl.test_ray_cluster_address import PORT_FLAGS, RAY_CLI, REPO, _free_ports, _stop_head
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray-cli")]   # see test_ray_cluster_address
 
 DRIVER = textwrap.dedent('''
     import json
@@ -87,15 +87,17 @@ def two_nodes():
     head_ports, node_ports = ports[:len(PORT_FLAGS)], ports[len(PORT_FLAGS):]
     common = ["--num-cpus=2", "--node-ip-address=127.0.0.1", f"--object-store-memory={256 << 20}",
               "--disable-usage-stats"]
+    head_workers, node_workers = ["--min-worker-port=21000", "--max-worker-port=21499"], \
+        ["--min-worker-port=21500", "--max-worker-port=21999"]          # outside Ray's default 10002-19999
     started = []
     try:
-        head, out = _ray_start(["--head", "--include-dashboard=false", f"--temp-dir={temp}", *common,
+        head, out = _ray_start(["--head", "--include-dashboard=false", f"--temp-dir={temp}", *common, *head_workers,
                                 *(f"{f}={p}" for f, p in zip(PORT_FLAGS, head_ports))], env)
         started.append(head.pid)
         if head.returncode != 0:
             pytest.skip(f"the ray CLI could not start a head here: {out.strip().splitlines()[-1][:300]}")
         address = f"127.0.0.1:{head_ports[0]}"
-        node, out = _ray_start([f"--address={address}", *common, '--resources={"second_node": 1}',
+        node, out = _ray_start([f"--address={address}", *common, *node_workers, '--resources={"second_node": 1}',
                                 *(f"{f}={p}" for f, p in zip(NODE_FLAGS, node_ports))], env)
         started.append(node.pid)
         assert node.returncode == 0, out[-2000:]

@@ -22,7 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# Its own xdist group, beside the in-process Ray group: the CLI's cluster takes every port from the flags below
+# (free ports) and its workers' ports from WORKER_PORTS, outside Ray's default range, so it never meets the
+# fixed ports of a local Ray; the two CLI-cluster modules share the group, one after the other.
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray-cli")]
 
 REPO = Path(__file__).resolve().parents[3]
 RAY_CLI = Path(sys.executable).parent / "ray"
@@ -31,6 +34,7 @@ LOOPBACK = {"RAY_AUTH_MODE": "disabled", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0
 PORT_FLAGS = ["--port", "--ray-client-server-port", "--dashboard-port", "--dashboard-agent-listen-port",
               "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port",
               "--node-manager-port", "--object-manager-port"]     # fixed defaults would collide with other heads
+WORKER_PORTS = ["--min-worker-port=20000", "--max-worker-port=20999"]   # Ray's own default range: 10002-19999
 
 DRIVER = textwrap.dedent('''
     import json, sys
@@ -120,7 +124,7 @@ def ray_head():
     # the cluster's workers import this checkout (a real cluster's image holds the project)
     env.update(LOOPBACK, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     cmd = [str(RAY_CLI), "start", "--head", "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}",
-           "--node-ip-address=127.0.0.1", f"--object-store-memory={256 << 20}", "--disable-usage-stats",
+           "--node-ip-address=127.0.0.1", f"--object-store-memory={256 << 20}", "--disable-usage-stats", *WORKER_PORTS,
            *(f"{flag}={port}" for flag, port in zip(PORT_FLAGS, ports))]
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
