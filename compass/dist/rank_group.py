@@ -15,6 +15,7 @@ builds a fresh group from the same arguments.
 """
 from __future__ import annotations
 
+import logging
 import os
 
 from compass.rl.ray_cluster import ensure_ray, kill_actors, remote_class
@@ -25,6 +26,13 @@ from ray.util.placement_group import placement_group, remove_placement_group  # 
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: E402
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+WAIT_LOG_S = 30.0               # while a placement group waits for resources, one warning line this often
+log = logging.getLogger("compass.dist")
+
+
+def _short(resources: dict) -> dict:
+    """Ray's free resources without its per-node and per-placement-group bookkeeping entries."""
+    return {k: v for k, v in resources.items() if not k.startswith(("node:", "bundle_group_"))}
 
 
 class RankDied(TrainerActorDied):
@@ -94,12 +102,20 @@ class RankGroup:
     def _start(self) -> str:
         factory, arg_refs, strategy, backend, threads, ready_s, coll_s = self._spec
         self._pg = placement_group([dict(self._bundle)] * self.world_size, strategy=strategy)
-        ready, _ = ray.wait([self._pg.ready()], timeout=ready_s)
+        ready, waited = [], 0.0
+        while not ready and waited < ready_s:     # a line every WAIT_LOG_S: a cluster short of resources says so
+            step = min(WAIT_LOG_S, ready_s - waited)
+            ready, _ = ray.wait([self._pg.ready()], timeout=step)
+            waited += step
+            if not ready and waited < ready_s:
+                log.warning("%s: waiting %.0f s of at most %.0f s for %d bundle(s) of %s (%s); the cluster has free %s",
+                            self.what, waited, ready_s, self.world_size, self._bundle, strategy,
+                            _short(ray.available_resources()))
         if not ready:
             free = ray.available_resources()
             self._close()
             raise RuntimeError(f"{self.what}: {self.world_size} bundle(s) of {self._bundle} ({strategy}) could not "
-                               f"be placed in {ready_s:.0f} s; the cluster has free {free}")
+                               f"be placed in {ready_s:.0f} s; the cluster has free {_short(free)}")
         cls = remote_class(_Rank)
         cpus, gpus = self._bundle.get("CPU", 0.0), self._bundle.get("GPU", 0.0)
         custom = {k: v for k, v in self._bundle.items() if k not in ("CPU", "GPU")}

@@ -201,3 +201,17 @@ def test_a_killed_rank_outside_the_engine_is_one_retryable_line(ray_up, tok, mod
         assert torch.equal(trainer.logprobs(batch)[0], first[0])         # a fresh group from the first weights
     finally:
         trainer.close()
+
+
+def test_a_group_the_cluster_cannot_place_says_what_is_missing(ray_up, caplog, monkeypatch):
+    """Bundles larger than the cluster: a warning line while it waits, then one error naming the bundles, the
+    strategy and what the cluster has free (without Ray's bookkeeping entries)."""
+    from compass.dist import rank_group
+    monkeypatch.setattr(rank_group, "WAIT_LOG_S", 1.0)
+    with caplog.at_level(logging.WARNING, logger="compass.dist"), \
+            pytest.raises(RuntimeError, match=r"ranks: 2 bundle\(s\) of \{'CPU': 64.0\} \(PACK\) could not be placed "
+                                              r"in 3 s; the cluster has free \{") as e:
+        rank_group.RankGroup(dict, (), world_size=2, bundle={"CPU": 64}, ready_timeout_s=3.0)
+    assert "bundle_group_" not in str(e.value) and "node:" not in str(e.value)
+    waits = [r.getMessage() for r in caplog.records if r.name == "compass.dist"]
+    assert waits and all(w.startswith("ranks: waiting ") for w in waits)
