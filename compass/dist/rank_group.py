@@ -170,6 +170,28 @@ class RankGroup:
             kwargs = {k: ray.put(v) for k, v in kwargs.items()}
         return self._gather([a.run.remote(method, *args, **kwargs) for a in self._actors], method)
 
+    def call_ref(self, method: str, *args, rank: int = 0, **kwargs):
+        """:meth:`call`, leaving rank ``rank``'s result in Ray's object store: its ``ObjectRef`` once every rank has
+        finished (a collective inside ``method`` needs them all). For results another actor reads directly (the
+        weights a rollout pool loads), without a copy through this process."""
+        if not self._actors:
+            raise RuntimeError(f"{self.what}: the group is closed")
+        if self.world_size > 1:
+            args = tuple(ray.put(a) for a in args)
+            kwargs = {k: ray.put(v) for k, v in kwargs.items()}
+        refs = [a.run.remote(method, *args, **kwargs) for a in self._actors]
+        ray.wait(refs, num_returns=len(refs), fetch_local=False)
+        others = [r for i, r in enumerate(refs) if i != rank]
+        self._gather(others, method)                   # a dead rank or an error raises here (small results)
+        done, _ = ray.wait([refs[rank]], fetch_local=False)
+        try:                                           # an error result of rank ``rank`` raises here, not in a reader
+            ray.get(self._actors[rank].ready.remote())
+        except ray.exceptions.RayActorError as e:
+            self._close()
+            raise RankDied(f"{self.what}: rank {rank} of {self.world_size} died during {method}: "
+                           f"{type(e).__name__}") from e
+        return refs[rank]
+
     def pids(self) -> list[int]:
         """The ranks' process ids (fault-injection tests kill one)."""
         return self._gather([a.pid.remote() for a in self._actors], "pid")

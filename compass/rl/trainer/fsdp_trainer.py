@@ -335,6 +335,11 @@ class FsdpTrainer(TrainerBackend):
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         return self._call("hf_state_dict")
 
+    def hf_state_dict_ref(self):
+        """With ranks on Ray: rank 0's gathered weights left in the object store, for a rollout pool that takes
+        weight refs (its actors read them there; no copy through the controller). None in process."""
+        return None if self.group is None else self.group.call_ref("hf_state_dict")
+
     def state_dict(self) -> dict:
         return self._call("state_dict")
 

@@ -59,6 +59,13 @@ def test_two_ranks_compute_what_one_rank_computes(ray_up, tok, model):
                 grads = trainer.gradients(batch, adv, old + 0.05 * mask, cfg)
                 metrics = [trainer.update(batch, adv, old + 0.05 * mask, cfg) for _ in range(2)]
                 out[ranks] = (old, grads, metrics, trainer.hf_state_dict())
+                ref = trainer.hf_state_dict_ref()            # for rollout actors: rank 0's weights, left in Ray
+                if ranks == 1:
+                    assert ref is None
+                else:
+                    import ray
+                    assert isinstance(ref, ray.ObjectRef)
+                    assert all(torch.equal(v, out[2][3][k]) for k, v in ray.get(ref).items())
             finally:
                 trainer.close()
     (o1, g1, m1, w1), (o2, g2, m2, w2) = out[1], out[2]
