@@ -30,6 +30,7 @@ Runs on a bare GPU machine with torch and transformers and the pydantic wheels (
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import math
@@ -245,25 +246,29 @@ def phase_update(model, spec, dev, precision, prompts, groups, gen, backend: str
     cfg = RLConfig(trainer={"backend": settings, "lr": 1e-5,
                             "router_replay": spec["arch"] == "qwen3_moe"})
     trainer = get_trainer_backend(backend)(model, cfg)
-    batch, prefixes, comps, shape, mask, old = _rollout_batch(prompts, groups)
-    signs = torch.randint(0, 2, (shape[0], 1), generator=gen).float() * 2 - 1
-    adv = signs * mask.float()
-    routes = routes_batch(prefixes, comps, batch["input_ids"].shape[1]) if cfg.trainer.router_replay else None
-    before = _snapshot(trainer.hf_state_dict())       # the trainer's own weights (megatron trains a copy)
-    # the train-inference gap: the trainer's log-probs (replaying the rollout's routes) against the rollout's
-    logp, _ = trainer.logprobs(batch, routes)
-    gap = (logp - old).abs()[mask].mean().item()
-    _reset_peak(dev)
-    _sync(dev)
-    with watch_inputs(model) as bad:
-        t0 = time.perf_counter()
-        m = trainer.update(batch, adv, old, cfg, routes=routes)
+    try:
+        batch, prefixes, comps, shape, mask, old = _rollout_batch(prompts, groups)
+        signs = torch.randint(0, 2, (shape[0], 1), generator=gen).float() * 2 - 1
+        adv = signs * mask.float()
+        routes = routes_batch(prefixes, comps, batch["input_ids"].shape[1]) if cfg.trainer.router_replay else None
+        before = _snapshot(trainer.hf_state_dict())       # the trainer's own weights (megatron trains a copy)
+        # the train-inference gap: the trainer's log-probs (replaying the rollout's routes) against the rollout's
+        logp, _ = trainer.logprobs(batch, routes)
+        gap = (logp - old).abs()[mask].mean().item()
+        # the model the update computes on: the fsdp rank's own copy where there is one
+        computing = getattr(getattr(trainer, "_local", None), "model", None) or model
+        _reset_peak(dev)
         _sync(dev)
-        secs = time.perf_counter() - t0
-    tokens = int(batch["attention_mask"].sum())
-    seq = float(batch["attention_mask"].sum(1).float().mean())
-    changed = _changed(before, trainer.hf_state_dict())
-    trainer.close()
+        with watch_inputs(computing) as bad:
+            t0 = time.perf_counter()
+            m = trainer.update(batch, adv, old, cfg, routes=routes)
+            _sync(dev)
+            secs = time.perf_counter() - t0
+        tokens = int(batch["attention_mask"].sum())
+        seq = float(batch["attention_mask"].sum(1).float().mean())
+        changed = _changed(before, trainer.hf_state_dict())
+    finally:
+        trainer.close()          # also after an out-of-memory error: the next phase starts with the memory back
     return {"tokens_per_s": round(tokens / secs, 1), "tokens": tokens, "update_s": round(secs, 3),
             "flops_per_token": train_flops_per_token(spec, active_params(model, spec), seq / 2),
             "logp_gap_mean_abs": round(gap, 5), "peak_gib": _peak_gib(dev),
@@ -427,6 +432,8 @@ def main(argv: list[str]) -> int:
                     row["mfu"] = _mfu(row, peak)
                 except torch.cuda.OutOfMemoryError as e:
                     row = {"not_measured": f"out of memory: {str(e).splitlines()[0][:160]}"}
+                    del e                      # its traceback holds the phase's frames, and their tensors
+                    gc.collect()
                     torch.cuda.empty_cache()
                 emit({"phase": phase, "model": name, **row})
             phase = "vllm"

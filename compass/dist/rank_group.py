@@ -73,6 +73,10 @@ class _Rank:
         from compass.rl.trainer.ray_actor import _to_cpu
         return _to_cpu(getattr(self.obj, method)(*args, **kwargs))
 
+    def run_put(self, method: str, *args, **kwargs) -> list:
+        """:meth:`run`, its result left in the object store: ``[ref]``, small to fetch (an error raises there)."""
+        return [ray.put(self.run(method, *args, **kwargs))]
+
 
 class RankGroup:
     """``world_size`` ranks in one placement group, each holding ``factory(*args)`` (see the module doc)."""
@@ -138,6 +142,8 @@ class RankGroup:
         """Kill what is left of the group and build a fresh one from the first arguments (load the state to go
         on from after this). Raises InfraError when it cannot start."""
         from compass.runtime.runner import InfraError
+        if self._spec is None:
+            raise RuntimeError(f"{self.what}: closed, so not restartable")
         self._close()
         try:
             self._start()
@@ -156,8 +162,10 @@ class RankGroup:
             self._pg = None
 
     def close(self) -> None:
-        """Kill the ranks and free their placement group (idempotent)."""
+        """Kill the ranks, free their placement group and the first arguments' copies in the object store
+        (idempotent; no restart after it)."""
         self._close()
+        self._spec = None
 
     # -- calls ----------------------------------------------------------------------------------
     def call(self, method: str, *args, **kwargs) -> list:
@@ -171,26 +179,16 @@ class RankGroup:
         return self._gather([a.run.remote(method, *args, **kwargs) for a in self._actors], method)
 
     def call_ref(self, method: str, *args, rank: int = 0, **kwargs):
-        """:meth:`call`, leaving rank ``rank``'s result in Ray's object store: its ``ObjectRef`` once every rank has
-        finished (a collective inside ``method`` needs them all). For results another actor reads directly (the
-        weights a rollout pool loads), without a copy through this process."""
+        """:meth:`call`, leaving rank ``rank``'s result in Ray's object store: its ``ObjectRef``, for a result
+        another actor reads directly (the weights a rollout pool loads) without a copy through this process.
+        Every rank's call has finished and none failed when it returns (deaths and errors raise as in
+        :meth:`call`); the ref stays readable while rank ``rank`` lives (it owns the object)."""
         if not self._actors:
             raise RuntimeError(f"{self.what}: the group is closed")
         if self.world_size > 1:
             args = tuple(ray.put(a) for a in args)
             kwargs = {k: ray.put(v) for k, v in kwargs.items()}
-        refs = [a.run.remote(method, *args, **kwargs) for a in self._actors]
-        ray.wait(refs, num_returns=len(refs), fetch_local=False)
-        others = [r for i, r in enumerate(refs) if i != rank]
-        self._gather(others, method)                   # a dead rank or an error raises here (small results)
-        done, _ = ray.wait([refs[rank]], fetch_local=False)
-        try:                                           # an error result of rank ``rank`` raises here, not in a reader
-            ray.get(self._actors[rank].ready.remote())
-        except ray.exceptions.RayActorError as e:
-            self._close()
-            raise RankDied(f"{self.what}: rank {rank} of {self.world_size} died during {method}: "
-                           f"{type(e).__name__}") from e
-        return refs[rank]
+        return self._gather([a.run_put.remote(method, *args, **kwargs) for a in self._actors], method)[rank][0]
 
     def pids(self) -> list[int]:
         """The ranks' process ids (fault-injection tests kill one)."""

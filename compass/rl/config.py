@@ -141,7 +141,7 @@ class FsdpTrainerSettings(TorchTrainerSettings):
     ranks: int = Field(1, ge=1, description="data-parallel ranks; each holds 1/ranks of the weights, gradients "
                                             "and AdamW state and computes a share of each batch's rows")
     cpu_offload: bool = Field(False, description="keep the shards, their gradients and AdamW's state in host "
-                                                 "memory (FSDP2's CPUOffloadPolicy)")
+                                                 "memory (FSDP2's CPUOffloadPolicy; ranks: 1 only)")
     gpus_per_rank: float = Field(0.0, ge=0, description="with ranks > 1: Ray GPUs each rank reserves (1 on a "
                                                         "GPU cluster; 0 on the CPU)")
     cpus_per_rank: float = Field(1.0, ge=0, description="with ranks > 1: Ray CPUs each rank reserves")
@@ -153,6 +153,9 @@ class FsdpTrainerSettings(TorchTrainerSettings):
 
     @model_validator(mode="after")
     def _reserves_something(self):
+        if self.ranks > 1 and self.cpu_offload:
+            raise ValueError("trainer.backend.cpu_offload runs at ranks: 1 only: with more ranks its CPU-resident "
+                             "gradients need a gloo group beside NCCL, which the ranks do not join yet")
         if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
             raise ValueError("trainer.backend.ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
                              "placement group bundle must reserve something)")

@@ -16,16 +16,19 @@ its rows):
    sequence means, ESPO's entropy groups);
 3. **backward** — each rank runs its rows again with gradients and back-propagates its rows' share of that
    gradient; FSDP sums the shares across ranks (divide factor 1, not its default mean) and reduce-scatters
-   them once, after the last micro-batch;
+   them after each micro-batch, so a rank holds only its shard of the accumulated gradient;
 4. **step** — the global gradient norm clipped, AdamW on the shards.
 
-A rank with fewer micro-batches than another runs a zero-weighted one so that every rank enters each
-collective. The cost over the one-process ``torch`` trainer is the extra forward of step 1 (which the
+A rank with fewer micro-batches than another (or no rows, when the batch has fewer rows than there are
+ranks) runs zero-weighted ones on the batch's shortest row, so that every rank enters each collective. The cost over the one-process ``torch`` trainer is the extra forward of step 1 (which the
 ``torch`` trainer pays too with micro-batches) and the collectives.
 
 Precision: ``bf16`` is FSDP2's ``MixedPrecisionPolicy`` (bf16 weights gathered for compute, gradients
-reduced in fp32, fp32 master shards and AdamW state) under the same autocast as the ``torch`` trainer.
-``cpu_offload`` keeps the shards, their gradients and AdamW's state in host memory.
+reduced in fp32, fp32 master shards and AdamW state) under the ``torch`` trainer's autocast. The numerics
+are close to the ``torch`` trainer's, not the same: the weights are bf16 for every op, so the embeddings
+and norms compute in bf16 where autocast keeps fp32. ``cpu_offload`` keeps the shards, their gradients and
+AdamW's state in host memory; it runs at one rank (a GPU bench phase) and is refused for more until the
+ranks also join a gloo group for its CPU collectives.
 
 Checkpoints are gathered, not sharded: ``state_dict()`` is the full model under Hugging Face names and the
 full AdamW state keyed by parameter name (``torch.distributed.checkpoint.state_dict`` with
@@ -135,12 +138,23 @@ class FsdpRank:
             dist.all_reduce(n, op=dist.ReduceOp.MAX)
         return groups + [None] * (int(n) - len(groups))
 
-    def _forward(self, batch: dict, routes, idx: list[int]):
+    def _forward(self, batch: dict, routes, idx: list[int], seed: torch.Tensor | None = None):
+        """Rows ``idx``: their log-probs and entropies, and with ``seed`` (``[rows, width-1]``, or 0 for a padding
+        micro-batch) the backward of ``sum(logp * seed)`` too, inside the same Router Replay block: with
+        activation checkpointing the backward recomputes each layer, and it must route as the forward did."""
         sub, sub_routes, width = _rows(batch, routes, idx)
-        with _replay(self.model, sub_routes), autocast(self.device, self.amp):
-            lp, en = self.root(sub["input_ids"], sub["attention_mask"], sub["completion_mask"][:, 1:],
-                               self.temperature)
+        with _replay(self.model, sub_routes):
+            with autocast(self.device, self.amp):
+                lp, en = self.root(sub["input_ids"], sub["attention_mask"], sub["completion_mask"][:, 1:],
+                                   self.temperature)
+            if seed is not None:
+                (lp * seed).sum().backward()
         return lp, en, width
+
+    @staticmethod
+    def _padding_rows(batch: dict) -> list[int]:
+        """The row a zero-weighted padding micro-batch runs: the shortest (it only has to enter the collectives)."""
+        return [int(batch["attention_mask"].sum(1).argmin())]
 
     @torch.no_grad()
     def _all_rows(self, batch: dict, routes, plan) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,7 +163,7 @@ class FsdpRank:
         logp = torch.zeros(shape, dtype=torch.float32, device=self.device)
         entropy = torch.zeros(shape, dtype=torch.float32, device=self.device)
         for idx in plan:
-            lp, en, width = self._forward(batch, routes, idx if idx is not None else [0])
+            lp, en, width = self._forward(batch, routes, idx if idx is not None else self._padding_rows(batch))
             if idx is not None:
                 logp[idx, :width - 1], entropy[idx, :width - 1] = lp, en
         if self.world > 1:          # each row is non-zero on one rank: the sum is the gather, exactly
@@ -191,11 +205,14 @@ class FsdpRank:
             if has_signal:
                 (g,) = torch.autograd.grad(loss, leaf)
                 self.optimizer.zero_grad(set_to_none=True)
-                for i, idx in enumerate(plan):                                            # 3. backward
-                    self.root.set_requires_gradient_sync(i == len(plan) - 1)    # reduce-scatter once, at the end
-                    lp, _, width = self._forward(batch, routes, idx if idx is not None else [0])
-                    seed = g[idx, :width - 1] if idx is not None else torch.zeros_like(lp)
-                    (lp * seed).sum().backward()
+                for idx in plan:                                                          # 3. backward
+                    # each micro-batch's gradient is reduce-scattered as it ends: a rank never holds more than
+                    # its shard of the accumulated gradient (deferring the sync would keep it whole, unsharded)
+                    if idx is None:
+                        self._forward(batch, routes, self._padding_rows(batch), seed=0.0)
+                    else:
+                        width = int(batch["attention_mask"][idx].sum(1).max())
+                        self._forward(batch, routes, idx, seed=g[idx, :width - 1])
         return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy, mask)),
                 "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": 0.0,
                 "updated": float(has_signal), **{k: float(v) for k, v in lm.items()}}
@@ -242,9 +259,10 @@ class FsdpRank:
         optim = get_optimizer_state_dict(self.root, self.optimizer, options=self._options(cpu_offload=True))
         if self.rank != 0:
             return None
-        if self.device.type == "cpu":
-            # the gathered tensors are the live ones on the CPU: a state must not change with later steps (nor
-            # a trainer that loads it share its moments with this one)
+        if self.device.type == "cpu" or self.world == 1:
+            # gathered tensors that already lie on the CPU (all of them on a CPU, AdamW's step counters on a GPU)
+            # are the live ones: a state must not change with later steps, nor share them with a trainer that
+            # loads it
             model, optim = _cloned(model), _cloned(optim)
         return {"model": model, "optimizer": optim, "steps": self.steps, "ranks": self.world}
 

@@ -46,18 +46,23 @@ def model(tok):
 def test_two_ranks_compute_what_one_rank_computes(ray_up, tok, model):
     """Same batch, same weights: the gradient (to 1e-5 of its largest entry: each rank sums its rows, then the
     ranks' sums are added), two updates' losses and norms (1e-5 relative), and the weights after them (to 1% of
-    how far the steps moved them). The cap of 20 tokens gives the ranks different numbers of micro-batches, so
-    the zero-weighted padding micro-batch runs too."""
+    how far the steps moved them). The cap of 18 tokens gives the ranks different numbers of micro-batches, so
+    the zero-weighted padding micro-batch runs too; a one-row batch leaves rank 1 with no rows at all."""
+    from compass.rl.trainer.torch_trainer import token_micro_batches
     batch, mask, adv = make_batch(tok)
+    halves = batch["attention_mask"].tensor_split(2)
+    assert len(token_micro_batches(halves[0], 18)) != len(token_micro_batches(halves[1], 18))     # padding runs
+    one = {k: v[:1] for k, v in batch.items()}
     out = {}
     with threads(1):
         for ranks in (1, 2):
-            cfg = cfg_for({**TWO, "ranks": ranks, "micro_batch_tokens": 20})
+            cfg = cfg_for({**TWO, "ranks": ranks, "micro_batch_tokens": 18})
             trainer = FsdpTrainer(copy.deepcopy(model), cfg)
             try:
                 old, _ = trainer.logprobs(batch)
                 grads = trainer.gradients(batch, adv, old + 0.05 * mask, cfg)
                 metrics = [trainer.update(batch, adv, old + 0.05 * mask, cfg) for _ in range(2)]
+                metrics.append(trainer.update(one, adv[:1], old[:1], cfg))      # rank 1: no rows, padding only
                 out[ranks] = (old, grads, metrics, trainer.hf_state_dict())
                 ref = trainer.hf_state_dict_ref()            # for rollout actors: rank 0's weights, left in Ray
                 if ranks == 1:

@@ -142,6 +142,8 @@ def test_a_saved_state_resumes_exactly(tok, model):
 def test_settings_and_models_it_cannot_take_fail_clearly(tok, model):
     with pytest.raises(ValueError, match="cpu_offload: the ranks compute on cpu, not a GPU"):
         FsdpTrainer(copy.deepcopy(model), cfg_for({"kind": "fsdp", "cpu_offload": True, "device": "cpu"}))
+    with pytest.raises(Exception, match="cpu_offload runs at ranks: 1 only"):
+        cfg_for({"kind": "fsdp", "ranks": 2, "cpu_offload": True})
     with pytest.raises(Exception, match="needs gpus_per_rank or cpus_per_rank above 0"):
         cfg_for({"kind": "fsdp", "ranks": 2, "cpus_per_rank": 0})
     with pytest.raises(Exception, match="ranks"):
@@ -151,9 +153,11 @@ def test_settings_and_models_it_cannot_take_fail_clearly(tok, model):
     assert len(decoder_layers(model)) == model.config.num_hidden_layers
 
 
-def test_router_replay_under_fsdp_is_the_torch_trainers(tok, model):
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["stored", "recomputed"])
+def test_router_replay_under_fsdp_is_the_torch_trainers(tok, model, checkpointing):
     """Recorded routes replayed in the sharded model: the same log-probs and update as the torch trainer with the
-    same routes, and different log-probs from free routing where the routes were planted."""
+    same routes, and different log-probs from free routing where the routes were planted. With activation
+    checkpointing the backward recomputes every layer, and it must replay the routes there too."""
     from compass.rl.router_replay import record_routes
     batch, mask, adv = make_batch(tok, seed=2)
     with torch.no_grad(), record_routes(model) as rec:
@@ -165,7 +169,8 @@ def test_router_replay_under_fsdp_is_the_torch_trainers(tok, model):
                                   planted[..., 0])
     out = {}
     for kind in ("torch", "fsdp"):
-        cfg = RLConfig(trainer={"lr": 1e-2, "backend": {"kind": kind}, "router_replay": True})
+        cfg = RLConfig(trainer={"lr": 1e-2, "backend": {"kind": kind, "activation_checkpointing": checkpointing},
+                                "router_replay": True})
         trainer = (TorchTrainer if kind == "torch" else FsdpTrainer)(copy.deepcopy(model), cfg)
         try:
             free, _ = trainer.logprobs(batch)
