@@ -12,7 +12,6 @@ import signal
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from compass.lm.model_factory import ModelConfig, build_model
 from compass.rl.config import RLConfig
@@ -21,21 +20,13 @@ from compass.rl.sampling.prompt_data import RLPrompt
 from compass.rl.trainer import fsdp_trainer
 from compass.rl.trainer.fsdp_trainer import FsdpTrainer
 from compass.runtime.runner import is_infra_error
-from tests.compass.rl.test_fsdp_trainer import cfg_for, make_batch
+from tests.compass.rl.test_fsdp_trainer import _own_process_group, cfg_for, make_batch  # noqa: F401  (autouse)
 from tests.compass.rl.test_ray import TEXTS, ray_up, threads, tok  # noqa: F401  (a loopback Ray of 2 CPUs)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 # each rank one torch thread, the in-process rank too: sums then run in the same order where they can
 TWO = {"kind": "fsdp", "ranks": 2, "threads_per_rank": 1, "cpus_per_rank": 0.5}   # two groups fit 2 CPUs
-
-
-@pytest.fixture(autouse=True)
-def _own_process_group():
-    was = dist.is_initialized()
-    yield
-    if not was and dist.is_initialized():
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
