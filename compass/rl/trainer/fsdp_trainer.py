@@ -315,8 +315,11 @@ class FsdpTrainer(TrainerBackend):
         else:
             from compass.dist.rank_group import RankGroup
             bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
+            # ranks told to compute on the CPU join over gloo even where they see a GPU (NCCL takes no CPU tensors)
             self.group = RankGroup(FsdpRank, (payload, cfg), world_size=s.ranks, bundle=bundle,
-                                   strategy=s.placement, threads=s.threads_per_rank, what=f"fsdp trainer ({s.ranks} ranks)")
+                                   strategy=s.placement, threads=s.threads_per_rank,
+                                   backend="gloo" if s.device == "cpu" else "auto",
+                                   what=f"fsdp trainer ({s.ranks} ranks)")
 
     @property
     def restarts(self) -> int:
