@@ -6,16 +6,14 @@ gives the same samples, rewards and update metrics (to 1e-4 relative: the ranks 
 another order)."""
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import tempfile
 import textwrap
 
 import pytest
 
-from tests.compass.rl.test_ray_cluster_address import PORT_FLAGS, RAY_CLI, REPO, _free_ports, _stop_head
+from tests.compass.rl.test_ray_cluster_address import PORT_FLAGS, RAY_CLI, REPO, _free_ports, _stop_head, run_driver
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray-cli")]   # see test_ray_cluster_address
 
@@ -108,15 +106,7 @@ def two_nodes():
 
 
 def test_two_ranks_on_two_nodes_train_as_one_rank(two_nodes, tmp_path):
-    script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    env = {**os.environ, **CLUSTER, "RAY_ADDRESS": two_nodes, "COMPASS_PROGRESS": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, str(script)], env=env, cwd=REPO, capture_output=True, text=True,
-                         timeout=600)
-    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert run.returncode == 0 and lines, (run.stdout[-3000:], run.stderr[-3000:])
-    out = json.loads(lines[-1][len("RESULT "):])
+    out = run_driver(DRIVER, two_nodes, tmp_path, CLUSTER, timeout_s=600)
     # that cluster (its GCS port; Ray names the host by its routable address), of two live nodes
     assert out["gcs"].rsplit(":", 1)[1] == two_nodes.rsplit(":", 1)[1] and out["nodes"] == 2
     assert [s["step"] for s in out["seen"]] == [0, 1]

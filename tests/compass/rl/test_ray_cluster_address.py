@@ -142,16 +142,22 @@ def ray_head():
         _stop_head(proc.pid, temp)
 
 
-def test_engine_runs_on_a_cluster_given_by_ray_address(ray_head, tmp_path):
+def run_driver(source: str, address: str, tmp_path: Path, ray_env: dict, timeout_s: float) -> dict:
+    """``source`` run as a Python script with ``RAY_ADDRESS=address`` (and ``ray_env``) from the repository;
+    the JSON of its last ``RESULT`` line. Fails with the ends of its output when it exits non-zero or prints none."""
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    env = {**os.environ, **LOOPBACK, "RAY_ADDRESS": ray_head, "COMPASS_PROGRESS": "0",
+    script.write_text(source)
+    env = {**os.environ, **ray_env, "RAY_ADDRESS": address, "COMPASS_PROGRESS": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     run = subprocess.run([sys.executable, str(script)], env=env, cwd=REPO, capture_output=True, text=True,
-                         timeout=400)
+                         timeout=timeout_s)
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")]
     assert run.returncode == 0 and lines, (run.stdout[-3000:], run.stderr[-3000:])
-    out = json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_engine_runs_on_a_cluster_given_by_ray_address(ray_head, tmp_path):
+    out = run_driver(DRIVER, ray_head, tmp_path, LOOPBACK, timeout_s=400)
     assert out["gcs"] == ray_head and out["cluster_cpus"] == 2.0          # that cluster, not a local Ray
     assert out["steps"] == [0, 1] and out["samples"] == 2 * 3 * 2
     for seen in out["seen"]:
