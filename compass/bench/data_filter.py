@@ -278,6 +278,8 @@ def main(argv: list[str]) -> int:
     from compass.store.store import ArtifactStore
     from compass.store.layout import TABLE_FILE
     ray_out = dt = None
+    if args.dir is not None:
+        os.makedirs(args.dir, exist_ok=True)     # a folder the user names is made, not a traceback
     with tempfile.TemporaryDirectory(prefix="compass-bench-df-", dir=args.dir) as tmp:
         store = ArtifactStore(f"{tmp}/store")
         t0 = time.perf_counter()

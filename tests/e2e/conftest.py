@@ -50,10 +50,15 @@ def compass_env(tmp: Path) -> dict:
     return env
 
 
-def compass(args: list[str], tmp: Path, check: bool = True, env_extra: dict | None = None,
+def compass(args: list[str], tmp: Path, check: bool = True, env_extra: dict | None = None, server=None,
             **kw) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=REPO,
-                          env={**compass_env(tmp), **(env_extra or {})}, capture_output=True, text=True, **kw)
+    """`compass ARGS` in a subprocess; with ``server`` (a running :class:`PrefectServer`) it talks to that
+    server instead of starting Prefect's temporary one."""
+    env = {**compass_env(tmp), **(env_extra or {})}
+    if server is not None:
+        env = server.env(env)
+    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, **kw)
     if check and proc.returncode != 0:
         raise AssertionError(f"compass {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-5000:]}")
@@ -70,3 +75,19 @@ def last_json(stdout: str) -> dict:
 @pytest.fixture
 def e2e_tmp(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def shared_prefect(tmp_path_factory):
+    """One real Prefect server for this test process's whole-pipeline runs. Each `compass run` without one
+    starts Prefect's temporary server (~9 s of a 2-core machine's time); the runs that test that start keep
+    doing so (test_run_then_rerun_reuses_everything's first two runs, test_prefect_start.py)."""
+    from tests.faults.conftest import PrefectServer
+    home = tmp_path_factory.mktemp("shared-prefect") / "prefect-home"
+    home.mkdir()
+    server = PrefectServer(home, home.parent / "prefect-server.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -37,7 +37,7 @@ def _regenerate(store: ArtifactStore, ckpt_uri: str, rows: list[dict], cfg: dict
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, family: str):
+def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, family: str, shared_prefect):
     fam = FAMILIES[family]
     model_dir = make_model_folder(family, e2e_tmp / f"my-{family}")
     store_dir = e2e_tmp / "store"
@@ -46,7 +46,7 @@ def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, f
     uri = imported["uri"]
     cfg = write_config(e2e_tmp / "c.yaml", str(store_dir))
     res = last_json(compass(["run", "--config", str(cfg), "--json", "--from-artifact", f"base_ckpt={uri}"],
-                            e2e_tmp).stdout)
+                            e2e_tmp, server=shared_prefect).stdout)
     assert {s["run_name"]: s["status"] for s in res["stages"]} == {n.run_name: "ran" for n in PIPELINE}
 
     st = ArtifactStore(str(store_dir))

@@ -24,14 +24,15 @@ def _statuses(result: dict) -> dict[str, str]:
     return {s["run_name"]: s["status"] for s in result["stages"]}
 
 
-def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
+def test_run_then_rerun_reuses_everything(e2e_tmp: Path, shared_prefect):
     store = e2e_tmp / "store"
     cfg = write_config(e2e_tmp / "c.yaml", str(store))
     out = compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout
     first = last_json(out)
     assert _statuses(first) == {r: "ran" for r in ALL_RUNS}
     assert "held-out accuracy of" in out and "math" in out.split("held-out accuracy of")[1]
-    second = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout)
+    # the first run starts Prefect's temporary server, as `make run` does; the others talk to a running one
+    second = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp, server=shared_prefect).stdout)
     assert _statuses(second) == {r: "reused" for r in ALL_RUNS}
     assert [s["version"] for s in second["stages"]] == [s["version"] for s in first["stages"]]
     # Every output of the pipeline is a committed artifact whose files verify.
@@ -58,7 +59,7 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     # given is the one used: here the Long-CoT SFT checkpoint stands in for the merged model.
     stand_in = st.get("checkpoint", "thinking_ckpt").uri
     res = last_json(compass(["run", "--config", str(cfg), "--json", "--from-artifact",
-                             f"thinking_base={stand_in}"], e2e_tmp).stdout)
+                             f"thinking_base={stand_in}"], e2e_tmp, server=shared_prefect).stdout)
     ran = {s["run_name"]: s for s in res["stages"]}
     assert not {"merge", "sft_domain"} & set(ran)
     assert ran["sft_longcot"]["status"] == "reused"            # still planned: the GenRM's base
@@ -68,19 +69,19 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path):
     # A provided artifact whose producer still runs (world makes other things too) is not overwritten.
     other_base = st.get("checkpoint", "domain_ckpt").uri
     res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_domain", "--from-artifact",
-                             f"base_ckpt={other_base}"], e2e_tmp).stdout)
+                             f"base_ckpt={other_base}"], e2e_tmp, server=shared_prefect).stdout)
     sft_dom = st.open({s["run_name"]: s for s in res["stages"]}["sft_domain"]["outputs"]["checkpoint"])
     assert {i.slot: i.uri for i in sft_dom.manifest.inputs}["base"] == other_base
 
 
-def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
+def test_sigkill_mid_stage_then_resume(e2e_tmp: Path, shared_prefect):
     """A kill inside SFT leaves no visible artifact; re-running the same config resumes SFT from its last
     saved step (not from scratch) and reuses the stages that had finished."""
     store = e2e_tmp / "store"
     sft = {"steps": 160, "batch_size": 8, "checkpoint_every": 20, "eval_every": 0}
     cfg = write_config(e2e_tmp / "c.yaml", str(store), sft_longcot=sft)
     proc = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "run", "--config", str(cfg)], cwd=REPO,
-                            env=compass_env(e2e_tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=shared_prefect.env(compass_env(e2e_tmp)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     payloads = store / "checkpoint" / "thinking_ckpt"
     saved = e2e_tmp / "state" / "checkpoint" / "thinking_ckpt"
@@ -104,7 +105,8 @@ def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
     for vdir in payloads.glob("*"):
         assert not (vdir / "manifest.json").exists()
 
-    res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_longcot"], e2e_tmp).stdout)
+    res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_longcot"], e2e_tmp,
+                            server=shared_prefect).stdout)
     st = _statuses(res)
     assert st["world"] == "reused" and st["data_filter"] == "reused" and st["sft_longcot"] == "ran"
     ckpt = ArtifactStore(str(store)).open({s["run_name"]: s for s in res["stages"]}["sft_longcot"]["outputs"]
@@ -113,13 +115,14 @@ def test_sigkill_mid_stage_then_resume(e2e_tmp: Path):
     assert not list(saved.glob("*/sft_state.pt"))          # the state is gone once the output is committed
 
 
-def test_pipeline_on_s3(e2e_tmp: Path, s3_store_root):
+def test_pipeline_on_s3(e2e_tmp: Path, s3_store_root, shared_prefect):
     cfg = write_config(e2e_tmp / "c.yaml", s3_store_root.root + "/e2e",
                        store_options={"endpoint_url": s3_store_root.endpoint})   # credentials: AWS_* env
-    first = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp).stdout)
+    first = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp, server=shared_prefect).stdout)
     assert _statuses(first) == {r: "ran" for r in ALL_RUNS}
     assert first["store"].startswith("s3://")
-    again = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp).stdout)
+    again = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp,
+                              server=shared_prefect).stdout)
     assert set(_statuses(again).values()) == {"reused"}
     st = ArtifactStore(s3_store_root.root + "/e2e", storage_options=dict(s3_store_root.storage_options),
                        cache_dir=e2e_tmp / "verify-cache")
