@@ -108,13 +108,21 @@ def unsupported(hf_config) -> str | None:
 
 
 def megatron_config_from_hf(hf_config, *, aux_loss_coeff: float = 0.0, routing_replay: bool = True,
-                            init_weights: bool = False):
-    """``TransformerConfig`` computing the same forward as the HF Qwen3-MoE config (fp32, no dropout)."""
+                            init_weights: bool = False, sizes=None):
+    """``TransformerConfig`` computing the same forward as the HF Qwen3-MoE config (fp32, no dropout);
+    ``sizes`` (:class:`compass.lm.megatron_parallel.ParallelSizes`, default all 1): the parallel sizes."""
     apply_cpu_compat()
     from megatron.core.transformer.transformer_config import TransformerConfig
     _check_supported(hf_config)
     pattern = moe_layer_pattern(hf_config)
+    tp, pp, ep = (1, 1, 1) if sizes is None else (sizes.tp, sizes.pp, sizes.ep)
     return TransformerConfig(
+        tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp,
+        expert_model_parallel_size=ep,
+        pipeline_dtype=torch.float32 if pp > 1 else None,
+        # megatron trains MoE layers under TP only with the sequence split across the TP ranks too
+        sequence_parallel=tp > 1,
         num_layers=hf_config.num_hidden_layers,
         hidden_size=hf_config.hidden_size,
         num_attention_heads=hf_config.num_attention_heads,
@@ -159,15 +167,48 @@ def megatron_config_from_hf(hf_config, *, aux_loss_coeff: float = 0.0, routing_r
 
 
 def build_gpt_model(hf_config, tcfg):
-    """An empty megatron ``GPTModel`` (local spec: no Transformer Engine) for ``tcfg``."""
+    """An empty megatron ``GPTModel`` (local spec: no Transformer Engine) for ``tcfg``: this rank's stage of
+    it under pipeline parallelism (the embedding on the first, the output layer on the last)."""
     apply_cpu_compat()
+    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     spec = get_gpt_decoder_block_spec(tcfg, use_transformer_engine=False, normalization="RMSNorm")
+    if tcfg.sequence_parallel:
+        spec = _swap_norms(spec)
+    first = last = True
+    if ps.model_parallel_is_initialized():
+        first, last = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
     return GPTModel(config=tcfg, transformer_layer_spec=spec, vocab_size=hf_config.vocab_size,
-                    max_sequence_length=hf_config.max_position_embeddings, pre_process=True, post_process=True,
+                    max_sequence_length=hf_config.max_position_embeddings, pre_process=first, post_process=last,
                     share_embeddings_and_output_weights=False, position_embedding_type="rope",
                     rotary_percent=1.0, rotary_base=rope_theta(hf_config))
+
+
+class SequenceParallelRMSNorm(torch.nn.RMSNorm):
+    """The local spec's norm (torch's ``RMSNorm``, as megatron's ``WrappedTorchNorm`` builds it) under sequence
+    parallelism too: the same function and weight, marked ``sequence_parallel`` so that megatron's
+    ``finalize_model_grads`` sums its gradient over the tensor-parallel ranks (each saw part of the sequence).
+    ``WrappedTorchNorm`` refuses sequence parallelism; megatron's other norms need Apex or Transformer Engine."""
+
+    def __init__(self, config, hidden_size: int, eps: float = 1e-5):
+        super().__init__(hidden_size, eps=eps)
+        setattr(self.weight, "sequence_parallel", bool(config.sequence_parallel))
+
+
+def _swap_norms(spec):
+    """``spec`` (a megatron module spec tree) with every ``WrappedTorchNorm`` replaced by
+    :class:`SequenceParallelRMSNorm`."""
+    import dataclasses
+    from megatron.core.transformer.torch_norm import WrappedTorchNorm
+    if spec is WrappedTorchNorm:
+        return SequenceParallelRMSNorm
+    if isinstance(spec, list):
+        return [_swap_norms(x) for x in spec]
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        return dataclasses.replace(spec, **{f.name: _swap_norms(getattr(spec, f.name))
+                                            for f in dataclasses.fields(spec) if f.init})
+    return spec
 
 
 # -- fused qkv ----------------------------------------------------------------------

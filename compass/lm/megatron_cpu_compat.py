@@ -22,6 +22,9 @@ and ``get_cuda_rng_tracker().fork()``).
 - ``megatron.core.transformer.utils.get_default_causal_mask`` (hard-coded
   ``device="cuda"``; used by the unfused softmax when no mask is passed) builds
   the same upper-triangular mask on the CPU.
+- the pipeline schedules (``megatron.core.pipeline_parallel.schedules``) count tokens in a
+  ``torch.zeros(..., device="cuda")``: that module sees a ``torch`` whose ``zeros`` puts a
+  ``"cuda"`` tensor on the CPU (every other name is torch's own).
 
 Separately, :func:`apply_no_te_compat` (called by :func:`apply_cpu_compat` too, on
 any machine) defines ``moe_utils.te_general_gemm = None`` when Transformer Engine
@@ -38,6 +41,19 @@ import torch
 
 _APPLIED = False
 _SHADOW_CUDA_GEN: torch.Generator | None = None
+
+
+class _TorchOnCpu:
+    """``torch`` for a module that makes its tensors with a hard-coded ``device="cuda"``: ``zeros`` on the CPU."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def zeros(*size, device=None, **kw):
+        if device == "cuda" or (isinstance(device, torch.device) and device.type == "cuda"):
+            device = "cpu"
+        return torch.zeros(*size, device=device, **kw)
 
 
 def cpu_compat_needed() -> bool:
@@ -120,5 +136,8 @@ def apply_cpu_compat() -> bool:
 
     mutils.get_default_causal_mask = get_default_causal_mask
     fused_softmax.get_default_causal_mask = get_default_causal_mask
+
+    from megatron.core.pipeline_parallel import schedules
+    schedules.torch = _TorchOnCpu()
     _APPLIED = True
     return True

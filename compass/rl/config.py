@@ -133,15 +133,10 @@ class TorchTrainerSettings(ComputeSettings):
                                                               "layer, for one more forward per update")
 
 
-class FsdpTrainerSettings(TorchTrainerSettings):
-    """The HF policy sharded over ``ranks`` data-parallel ranks with PyTorch FSDP2
-    (compass.rl.trainer.fsdp_trainer): one rank in this process, more as Ray actors in a placement group
-    (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU."""
-    kind: Literal["fsdp"] = "fsdp"
-    ranks: int = Field(1, ge=1, description="data-parallel ranks; each holds 1/ranks of the weights, gradients "
-                                            "and AdamW state and computes a share of each batch's rows")
-    cpu_offload: bool = Field(False, description="keep the shards, their gradients and AdamW's state in host "
-                                                 "memory (FSDP2's CPUOffloadPolicy; ranks: 1 only)")
+class RankSettings(StrictModel):
+    """Where a trainer's ranks run: one in this process (``ranks: 1``), or ``ranks`` Ray actors in a placement
+    group (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU."""
+    ranks: int = Field(1, ge=1, description="trainer processes (ranks) in one torch.distributed group")
     gpus_per_rank: float = Field(0.0, ge=0, description="with ranks > 1: Ray GPUs each rank reserves (1 on a "
                                                         "GPU cluster; 0 on the CPU)")
     cpus_per_rank: float = Field(1.0, ge=0, description="with ranks > 1: Ray CPUs each rank reserves")
@@ -153,19 +148,52 @@ class FsdpTrainerSettings(TorchTrainerSettings):
 
     @model_validator(mode="after")
     def _reserves_something(self):
-        if self.ranks > 1 and self.cpu_offload:
-            raise ValueError("trainer.backend.cpu_offload runs at ranks: 1 only: with more ranks its CPU-resident "
-                             "gradients need a gloo group beside NCCL, which the ranks do not join yet")
         if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
             raise ValueError("trainer.backend.ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
                              "placement group bundle must reserve something)")
         return self
 
 
-class MegatronTrainerSettings(StrictModel):
-    """A megatron-core GPTModel converted from the policy (compass.rl.trainer.megatron_trainer; Qwen3-MoE);
-    it places its own model."""
+class FsdpTrainerSettings(TorchTrainerSettings, RankSettings):
+    """The HF policy sharded over ``ranks`` data-parallel ranks with PyTorch FSDP2
+    (compass.rl.trainer.fsdp_trainer): one rank in this process, more as Ray actors in a placement group
+    (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU."""
+    kind: Literal["fsdp"] = "fsdp"
+    ranks: int = Field(1, ge=1, description="data-parallel ranks; each holds 1/ranks of the weights, gradients "
+                                            "and AdamW state and computes a share of each batch's rows")
+    cpu_offload: bool = Field(False, description="keep the shards, their gradients and AdamW's state in host "
+                                                 "memory (FSDP2's CPUOffloadPolicy; ranks: 1 only)")
+
+    @model_validator(mode="after")
+    def _offload_alone(self):
+        if self.ranks > 1 and self.cpu_offload:
+            raise ValueError("trainer.backend.cpu_offload runs at ranks: 1 only: with more ranks its CPU-resident "
+                             "gradients need a gloo group beside NCCL, which the ranks do not join yet")
+        return self
+
+
+class MegatronTrainerSettings(RankSettings):
+    """A megatron-core GPTModel converted from the policy (compass.rl.trainer.megatron_trainer; Qwen3-MoE), with
+    megatron's tensor, pipeline, expert and data parallelism over ``ranks``; it places its own model."""
     kind: Literal["megatron"] = "megatron"
+    ranks: int = Field(1, ge=1, description="ranks in all: tensor_parallel x pipeline_parallel x the data-parallel "
+                                            "size (expert parallelism divides the ranks of a pipeline stage)")
+    tensor_parallel: int = Field(1, ge=1, description="ranks one layer's weights are split over (megatron TP, with "
+                                                      "sequence parallelism)")
+    pipeline_parallel: int = Field(1, ge=1, description="stages the layers are split into (megatron PP)")
+    expert_parallel: int = Field(1, ge=1, description="ranks the experts of each MoE layer are spread over "
+                                                      "(megatron EP)")
+
+    @model_validator(mode="after")
+    def _sizes_fit(self):
+        tp_pp = self.tensor_parallel * self.pipeline_parallel
+        if self.ranks % tp_pp:
+            raise ValueError(f"trainer.backend.ranks {self.ranks} is not a multiple of tensor_parallel x "
+                             f"pipeline_parallel = {tp_pp}")
+        if (self.ranks // self.pipeline_parallel) % self.expert_parallel:
+            raise ValueError(f"trainer.backend.expert_parallel {self.expert_parallel} does not divide the "
+                             f"{self.ranks // self.pipeline_parallel} ranks of a pipeline stage")
+        return self
 
 
 TrainerBackendConfig = Annotated[Union[TorchTrainerSettings, FsdpTrainerSettings, MegatronTrainerSettings],

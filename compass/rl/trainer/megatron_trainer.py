@@ -1,30 +1,49 @@
-"""The ``megatron`` trainer backend: the policy as a megatron-core ``GPTModel`` (TP = PP = EP = 1).
+"""The ``megatron`` trainer backend: the policy as a megatron-core ``GPTModel`` with megatron's tensor, pipeline,
+expert and data parallelism, its ``DistributedDataParallel`` wrapper and its optimizer.
 
-Runs on one process: ``torch.distributed`` with gloo on 127.0.0.1 (world size
-1) and megatron's ``parallel_state`` with tensor/pipeline/expert parallel size
-1. On a machine without CUDA, :mod:`compass.lm.megatron_cpu_compat` maps
-megatron's CUDA-only calls to the CPU first. The HF Qwen3-MoE policy is
-converted in with :mod:`compass.lm.megatron_convert`; ``hf_state_dict()``
-converts back (exact).
+Ranks (:class:`MegatronRank`): one in this process (``ranks: 1``, a group of one), or ``ranks`` Ray actors in a
+placement group (:class:`compass.dist.rank_group.RankGroup`; NCCL between GPUs, gloo on the CPU). Megatron's
+``parallel_state`` splits them into tensor (``tensor_parallel``), pipeline (``pipeline_parallel``), expert
+(``expert_parallel``) and data-parallel groups (``ranks / (tensor_parallel * pipeline_parallel)``). Each rank
+builds the HF Qwen3-MoE policy's megatron twin and keeps its shard (:mod:`compass.lm.megatron_parallel`);
+``hf_state_dict()`` gathers the shards on rank 0 and converts back (exact). On a machine without CUDA,
+:mod:`compass.lm.megatron_cpu_compat` maps megatron's CUDA-only calls to the CPU first. With tensor parallelism
+the sequence is split over the TP ranks too (megatron's sequence parallelism, which its MoE layers require),
+so each batch is padded to a multiple of ``tensor_parallel`` columns.
 
-Log-probs are computed like :func:`compass.lm.policy_forward.token_logprobs`:
-``logits[:, :-1] / temperature`` -> log-softmax -> gather and entropy, with
-position ids ``0..L-1`` (as the HF forward uses) and an explicit attention mask
-(causal, pad keys masked).
+One update, on every rank at once (the same batch reaches all of them; each data-parallel rank takes a
+contiguous share of its rows, all ranks of one data-parallel rank the same rows):
+
+1. **forward, no gradients**, through megatron's pipeline schedule: the last stage turns its rows' logits into
+   log-probs and entropies (``logits[:, :-1] / temperature`` -> log-softmax -> gather and entropy, with position
+   ids ``0..L-1`` as the HF forward uses and an explicit causal + pad-key mask; the vocabulary-parallel logits
+   are gathered first); a sum over the world makes the whole batch's ``[B, L-1]`` on every rank;
+2. **loss**: the configured policy loss on the whole batch, identically on every rank, and its gradient with
+   respect to every token's log-prob (exact for every loss, whatever it aggregates over the batch);
+3. **backward** through the schedule again: each rank back-propagates its rows' share of that gradient
+   (times the data-parallel size, which megatron's gradient reduction divides by); ``finalize_model_grads``
+   reduces the gradients over the data-parallel, expert-data-parallel and tensor-parallel groups;
+4. **step**: ``torch.optim.AdamW`` on the rank's shard, after clipping the gradient's norm over all ranks
+   (megatron's own optimizers, its distributed optimizer among them, allocate on CUDA unconditionally).
+
+Every data-parallel rank runs as many rows as the first (``ceil(B / dp)``): one with fewer (or none, when the
+batch has fewer rows than there are data-parallel ranks) repeats the batch's shortest row with a zero weight,
+since megatron's token dispatcher gathers equal shapes across the expert-parallel ranks.
 
 Router Replay uses megatron's native mechanism: ``TransformerConfig.moe_enable_routing_replay``
-gives every ``TopKRouter`` a ``RouterReplay`` instance; this trainer drives its own
-instances (one per MoE layer, in layer order) with ``set_target_indices`` and
-``RouterReplayAction.REPLAY_FORWARD`` (or ``RECORD`` in :meth:`MegatronTrainer.record_routes`).
-In ``REPLAY_FORWARD`` megatron takes the given expert indices and gathers the
-current router's scores at them (``probs = softmax(logits.gather(idx))`` for
-Qwen3's renormalised top-k), so the router keeps its gradient.
-Layout: routes ``[B, L, n_moe, k]`` -> per layer ``routes[:, :, i].transpose(0, 1).reshape(L * B, k)``
-(megatron is sequence-first: token ``s * B + b``).
-A ``-1`` anywhere in a position's k entries means "route freely": a forward
-pre-hook on each router fills that row with the top-k of the *current* router's
-logits on the hidden state that actually reaches it (so the fill equals what
-free routing would pick in that same forward, after the replayed upstream layers).
+gives every ``TopKRouter`` a ``RouterReplay`` instance; each rank drives its own routers' instances with
+``set_target_indices`` and ``RouterReplayAction.REPLAY_FORWARD`` (or ``RECORD`` for
+:meth:`MegatronTrainer.record_routes`). In ``REPLAY_FORWARD`` megatron takes the given expert indices and
+gathers the current router's scores at them (``probs = softmax(logits.gather(idx))`` for Qwen3's renormalised
+top-k), so the router keeps its gradient. Layout: routes ``[B, L, n_moe, k]`` -> per router the rank's rows,
+its sequence chunk and its layer, ``routes[rows, s0:s1, i].transpose(0, 1).reshape(-1, k)`` (megatron is
+sequence-first: token ``s * B + b``). A ``-1`` anywhere in a position's k entries means "route freely": a
+forward pre-hook on each router fills that row with the top-k of the *current* router's logits on the hidden
+state that actually reaches it (so the fill equals what free routing would pick in that same forward, after
+the replayed upstream layers).
+
+Checkpoints are gathered, as the ``fsdp`` trainer's: the full megatron weights and Adam state under the full
+model's names, so a state saved at one set of parallel sizes loads at any other.
 """
 from __future__ import annotations
 
@@ -32,10 +51,12 @@ import copy
 from contextlib import contextmanager
 
 import torch
+import torch.distributed as dist
 
-from compass.lm.megatron_cpu_compat import apply_cpu_compat
-from compass.lm.megatron_convert import (copy_megatron_tensors, hf_weights, init_single_process,
-                                        megatron_config_from_hf, megatron_from_hf, megatron_tensor_state)
+from compass.lm.megatron_convert import (build_gpt_model, hf_to_megatron, megatron_config_from_hf, megatron_to_hf,
+                                        moe_layer_pattern)
+from compass.lm.megatron_parallel import (ParallelSizes, cut, gather_full_state, init_parallel, load_full_state,
+                                         tp_part)
 from compass.rl.algos.losses import masked_mean, policy_loss
 from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
 
@@ -49,23 +70,62 @@ def attention_mask_4d(attention_mask: torch.Tensor) -> torch.Tensor:
     return causal[None, None] | ~attention_mask.bool()[:, None, None, :]
 
 
-@register_trainer_backend("megatron")
-class MegatronTrainer(TrainerBackend):
-    """A :class:`compass.rl.trainer.base.TrainerBackend` on megatron-core (see the module doc)."""
+def _settings(cfg):
+    """The megatron settings of ``cfg``'s trainer (their defaults when it names another backend, as a test that
+    builds this trainer directly from a default config does)."""
+    from compass.rl.config import MegatronTrainerSettings
+    s = cfg.trainer.backend
+    return s if isinstance(s, MegatronTrainerSettings) else MegatronTrainerSettings()
 
-    name = "megatron"
+
+def _join_alone() -> None:
+    """A process not in a ``torch.distributed`` group joins a group of one (gloo, in memory)."""
+    if not dist.is_initialized():
+        from compass.dist.process_group import join
+        join("gloo", 0, 1)
+
+
+class MegatronRank:
+    """One rank of the megatron trainer (see the module doc); built after the rank joined its group."""
 
     def __init__(self, model, cfg, *, aux_loss_coeff: float = 0.0):
-        """``model``: the HF Qwen3-MoE policy (its config and weights are read, it is not modified);
-        ``cfg``: :class:`compass.rl.config.RLConfig` (seed, trainer.lr, trainer.weight_decay, rollout.temperature)."""
-        init_single_process(int(getattr(cfg, "seed", 0)))
+        """``model``: the HF Qwen3-MoE policy, or its payload (``compass.lm.model_payload``; it is read, not
+        modified); ``cfg``: :class:`compass.rl.config.RLConfig` (seed, trainer, rollout.temperature)."""
+        from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.transformer.moe.router_replay import RouterReplay
+        if isinstance(model, dict):
+            from compass.lm.model_payload import model_from_payload
+            model = model_from_payload(model)
+        s = _settings(cfg)
+        self.sizes = ParallelSizes(s.tensor_parallel, s.pipeline_parallel, s.expert_parallel)
+        _join_alone()
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.sizes.check(self.world, model.config)
+        init_parallel(self.sizes, int(getattr(cfg, "seed", 0)))
+        from megatron.core import parallel_state as ps
+        self.ps = ps
+        self.dp, self.dp_rank = ps.get_data_parallel_world_size(), ps.get_data_parallel_rank()
+        self.tp, self.tp_rank = ps.get_tensor_model_parallel_world_size(), ps.get_tensor_model_parallel_rank()
+        self.last_stage = ps.is_pipeline_last_stage()
         self.cfg = cfg
         self.hf_config = copy.deepcopy(model.config)
-        self.tcfg = megatron_config_from_hf(self.hf_config, aux_loss_coeff=aux_loss_coeff, routing_replay=True)
-        # CPU here; on a CUDA machine the model goes to the current GPU (that path is untested in CI)
-        self.model, self.device = megatron_from_hf(model, self.tcfg)
-        self.routers = [layer.mlp.router for layer in self.model.decoder.layers if hasattr(layer.mlp, "router")]
+        self.tcfg = megatron_config_from_hf(self.hf_config, aux_loss_coeff=aux_loss_coeff, routing_replay=True,
+                                            sizes=self.sizes)
+        self.device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+            else torch.device("cpu")
+        self.model = build_gpt_model(self.hf_config, self.tcfg)          # this rank's shard of it
+        load_full_state(self.model, hf_to_megatron(model.state_dict(), self.hf_config), self.tcfg)
+        self.model.to(self.device)
+        self.ddp = DistributedDataParallel(config=self.tcfg, module=self.model,
+                                           ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True))
+        # the local routers, and each one's place among the full model's MoE layers
+        pattern = moe_layer_pattern(self.hf_config)
+        self.n_moe_layers = sum(pattern)
+        self.routers, self.moe_index = [], []
+        for layer in self.model.decoder.layers:
+            if hasattr(layer.mlp, "router"):
+                self.routers.append(layer.mlp.router)
+                self.moe_index.append(sum(pattern[:layer.layer_number - 1]))
         self.replays = [r.router_replay for r in self.routers]
         # The instances register themselves in a class-level list for RouterReplay's static helpers;
         # this trainer drives its own instances, so it takes them out (several trainers may share a process).
@@ -76,15 +136,14 @@ class MegatronTrainer(TrainerBackend):
         for i, router in enumerate(self.routers):
             router.register_forward_pre_hook(self._make_fill_hook(i))
         self.topk = self.tcfg.moe_router_topk
+        # torch's AdamW on this rank's shard, the gradient norm clipped over all ranks (:meth:`_clip`): megatron's
+        # own optimizers allocate on CUDA unconditionally
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.trainer.lr,
                                            weight_decay=cfg.trainer.weight_decay)
         self.steps = 0                 # optimizer steps taken (updates with signal), like the torch trainer
+        self.last_logp: torch.Tensor | None = None
 
     # -- router replay ------------------------------------------------------------------
-
-    @property
-    def n_moe_layers(self) -> int:
-        return len(self.routers)
 
     def _make_fill_hook(self, i: int):
         def hook(router, args):
@@ -102,19 +161,29 @@ class MegatronTrainer(TrainerBackend):
             return None
         return hook
 
-    def _layer_targets(self, routes: torch.Tensor, B: int, L: int) -> list[torch.Tensor]:
-        expect = (B, L, self.n_moe_layers, self.topk)
-        if tuple(routes.shape) != expect:
-            raise ValueError(f"routes must be [B, L, n_moe_layers, top_k] = {expect}, got {tuple(routes.shape)}")
+    def _chunk(self, width: int) -> tuple[int, int]:
+        """The sequence positions ``[s0, s1)`` this rank's routers see of a padded ``width``."""
+        if not self.tcfg.sequence_parallel:
+            return 0, width
+        n = width // self.tp
+        return self.tp_rank * n, (self.tp_rank + 1) * n
+
+    def _layer_targets(self, routes: torch.Tensor, width: int) -> list[torch.Tensor]:
+        """``routes`` ``[rows, width, n_moe, k]`` -> per local router ``[tokens, k]`` (sequence-first)."""
+        expect = (self.n_moe_layers, self.topk)
+        if tuple(routes.shape[2:]) != expect:
+            raise ValueError(f"routes must be [B, L, n_moe_layers, top_k] with n_moe_layers, top_k = {expect}, "
+                             f"got {tuple(routes.shape)}")
         routes = routes.to(self.device).long()
         if bool((routes >= self.tcfg.num_moe_experts).any()):
             raise ValueError(f"routes name an expert >= num_experts ({self.tcfg.num_moe_experts})")
-        # [B, L, n, k] -> per layer [L*B, k], sequence-first like megatron's tokens (s * B + b)
-        return [routes[:, :, i, :].transpose(0, 1).reshape(L * B, self.topk).contiguous()
-                for i in range(self.n_moe_layers)]
+        if routes.shape[1] < width:          # the padding columns route freely
+            routes = torch.nn.functional.pad(routes, (0, 0, 0, 0, 0, width - routes.shape[1]), value=-1)
+        s0, s1 = self._chunk(width)
+        return [routes[:, s0:s1, i, :].transpose(0, 1).reshape(-1, self.topk).contiguous() for i in self.moe_index]
 
     @contextmanager
-    def _routing(self, routes: torch.Tensor | None, B: int, L: int, record: bool = False):
+    def _routing(self, routes: torch.Tensor | None, width: int, record: bool = False):
         from megatron.core.transformer.moe.router_replay import RouterReplayAction
         try:
             if record:
@@ -122,7 +191,7 @@ class MegatronTrainer(TrainerBackend):
                     rp.clear_indices()
                     rp.set_router_replay_action(RouterReplayAction.RECORD)
             elif routes is not None:
-                self._fill_targets = self._layer_targets(routes, B, L)
+                self._fill_targets = self._layer_targets(routes, width)
                 for rp in self.replays:
                     rp.clear_indices()
                     rp.set_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
@@ -133,96 +202,333 @@ class MegatronTrainer(TrainerBackend):
                 rp.clear_indices()
                 rp.clear_router_replay_action()
 
-    # -- forward ------------------------------------------------------------------------
+    # -- forward and backward through megatron's schedule ---------------------------------------
 
-    def _token_logprobs(self, batch: dict[str, torch.Tensor], temperature: float):
-        ids, attn = batch["input_ids"].to(self.device), batch["attention_mask"].to(self.device)
-        B, L = ids.shape
-        pos = torch.arange(L, dtype=torch.long, device=self.device).unsqueeze(0).expand(B, L)
-        logits = self.model(ids, pos, attention_mask_4d(attn))               # [B, L, V]
-        logprobs = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)
-        logp = logprobs.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        entropy = -(logprobs.exp() * logprobs).sum(-1)
-        return logp, entropy
+    def _rows(self, batch: dict) -> tuple[list[int], int]:
+        """This data-parallel rank's rows, and how many of them are its own: the rest repeat the batch's shortest
+        row with a zero weight, so that every data-parallel rank runs as many rows as the first (megatron's
+        token dispatcher gathers equal shapes across them)."""
+        B = batch["input_ids"].shape[0]
+        mine = torch.arange(B).tensor_split(self.dp)[self.dp_rank].tolist()
+        n = -(-B // self.dp)
+        shortest = int(batch["attention_mask"].sum(1).argmin())
+        return mine + [shortest] * (n - len(mine)), len(mine)
 
-    def logprobs(self, batch: dict[str, torch.Tensor],
-                 routes: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(logp, entropy)`` ``[B, L-1]`` float32, no grad; with ``routes``, replayed (see the module doc)."""
+    def _run(self, batch: dict, rows: list[int], routes, temperature: float, seed: torch.Tensor | None = None,
+             record: bool = False):
+        """Rows ``rows`` through the pipeline schedule: ``(logp, entropy, routes)`` ``[rows, L-1]`` on the last
+        stage (None elsewhere; routes with ``record``: ``[rows, L, n_moe, k]``, zero where another rank's
+        routers decided). With ``seed`` ``[rows, L-1]``, also the backward of ``sum(logp * seed)``."""
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+        from megatron.core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
+        ids = batch["input_ids"][rows].to(self.device)
+        attn = batch["attention_mask"][rows].to(self.device)
+        n, L = ids.shape
+        width = -(-L // self.tp) * self.tp            # sequence parallelism cuts the sequence into tp equal parts
+        if width != L:
+            ids = torch.nn.functional.pad(ids, (0, width - L))
+            attn = torch.nn.functional.pad(attn, (0, width - L))
+        pos = torch.arange(width, dtype=torch.long, device=self.device).unsqueeze(0).expand(n, width)
+        mask = attention_mask_4d(attn)
+        out: dict = {}
+
+        def on_logits(logits):
+            if self.tp > 1:
+                logits = gather_from_tensor_model_parallel_region(logits)      # [n, width, V]
+            logprobs = torch.log_softmax(logits[:, :L - 1].float() / temperature, dim=-1)
+            logp = logprobs.gather(-1, ids[:, 1:L].unsqueeze(-1)).squeeze(-1)
+            out["logp"] = logp.detach()
+            out["entropy"] = -(logprobs.exp() * logprobs).sum(-1).detach()
+            if seed is None:
+                return logp.sum() * 0.0, {}
+            # megatron's gradient reduction divides by the data-parallel size; the seed is this rank's share
+            return (logp * seed).sum() * self.dp, {}
+
+        def step(_data, model):
+            return model(ids, pos, mask), on_logits
+
+        with self._routing(None if routes is None else routes[rows], width, record=record):
+            if seed is not None:
+                self.ddp.zero_grad_buffer()
+            get_forward_backward_func()(forward_step_func=step, data_iterator=iter([None]), model=[self.ddp],
+                                        num_microbatches=1, seq_length=width, micro_batch_size=n,
+                                        forward_only=seed is None)
+            if record:
+                s0, s1 = self._chunk(width)
+                full = torch.zeros(n, width, self.n_moe_layers, self.topk, dtype=torch.long, device=self.device)
+                for i, rp in zip(self.moe_index, self.replays):
+                    full[:, s0:s1, i] = rp.get_recorded_indices().reshape(s1 - s0, n, self.topk).transpose(0, 1)
+                out["routes"] = full[:, :L]
+        if seed is not None:
+            from megatron.core.distributed import finalize_model_grads
+            finalize_model_grads([self.ddp])
+        return out.get("logp"), out.get("entropy"), out.get("routes")
+
+    def _whole(self, batch: dict, routes, temperature: float, record: bool = False):
+        """Pass 1 (no gradients): the whole batch's ``(logp, entropy)`` ``[B, L-1]`` (and with ``record`` its
+        routes ``[B, L, n_moe, k]``) on every rank."""
+        rows, own = self._rows(batch)
+        self.ddp.eval()
+        with torch.no_grad():
+            lp, en, rt = self._run(batch, rows, routes, temperature, record=record)
+        rows = rows[:own]
         B, L = batch["input_ids"].shape
-        self.model.eval()
-        with torch.no_grad(), self._routing(routes, B, L):
-            logp, entropy = self._token_logprobs(batch, self.cfg.rollout.temperature)
-        dev = batch["input_ids"].device
-        return logp.detach().to(dev), entropy.detach().to(dev)
+        logp = torch.zeros(B, L - 1, device=self.device)
+        entropy = torch.zeros(B, L - 1, device=self.device)
+        # one rank per data-parallel rank contributes its rows (the last stage's first tensor-parallel rank):
+        # each row is non-zero on one rank only, so the sum over the world is the gather, exactly
+        if self.last_stage and self.tp_rank == 0:
+            logp[rows], entropy[rows] = lp[:own], en[:own]
+        routes_out = None
+        if record:
+            routes_out = torch.zeros(B, L, self.n_moe_layers, self.topk, dtype=torch.long, device=self.device)
+            routes_out[rows] = rt[:own]      # each (row, position, layer) is decided on one rank only
+        if self.world > 1:
+            dist.all_reduce(logp)
+            dist.all_reduce(entropy)
+            if routes_out is not None:
+                dist.all_reduce(routes_out)
+        return logp, entropy, routes_out
 
-    def logprobs_with_routes(self, batch: dict[str, torch.Tensor]):
-        """Free routing with ``RouterReplayAction.RECORD``, in one forward: ``(logp, entropy, routes)``,
+    # -- the protocol (every rank runs each call) ----------------------------------------------
+
+    def logprobs(self, batch, routes=None):
+        """``(logp, entropy)`` ``[B, L-1]`` float32 on rank 0 (None elsewhere); with ``routes``, replayed."""
+        logp, ent, _ = self._whole(batch, routes, self.cfg.rollout.temperature)
+        return (logp.cpu(), ent.cpu()) if self.rank == 0 else None
+
+    def logprobs_with_routes(self, batch):
+        """Free routing with ``RouterReplayAction.RECORD``, in one forward: ``(logp, entropy, routes)`` on rank 0,
         ``routes`` ``[B, L, n_moe, k]`` long (the experts megatron's routers picked, best first)."""
-        B, L = batch["input_ids"].shape
-        self.model.eval()
-        with torch.no_grad(), self._routing(None, B, L, record=True):
-            logp, entropy = self._token_logprobs(batch, self.cfg.rollout.temperature)
-            rec = [rp.get_recorded_indices() for rp in self.replays]
-        routes = torch.stack([r.reshape(L, B, self.topk).transpose(0, 1) for r in rec], dim=2).long()
-        dev = batch["input_ids"].device
-        return logp.detach().to(dev), entropy.detach().to(dev), routes.to(dev)
+        logp, ent, routes = self._whole(batch, None, self.cfg.rollout.temperature, record=True)
+        return (logp.cpu(), ent.cpu(), routes.cpu()) if self.rank == 0 else None
+
+    def _backward(self, batch, advantages, old_logp, cfg, routes, old_entropy):
+        """Steps 1-3 of an update (the module doc): the batch's loss on every rank and, when any advantage is
+        non-zero, its gradient in megatron's gradient buffers."""
+        dev = self.device
+        mask = batch["completion_mask"][:, 1:].to(dev)
+        advantages = advantages.detach().float().to(dev)
+        has_signal = bool((advantages != 0).any())
+        logp, entropy, _ = self._whole(batch, routes, cfg.rollout.temperature)                  # 1. forward
+        leaf = logp.clone().requires_grad_(has_signal)                                          # 2. loss
+        old = logp if old_logp is None else old_logp.detach().float().to(dev)
+        ent = entropy if old_entropy is None else old_entropy.float().to(dev)
+        with torch.set_grad_enabled(has_signal):
+            loss, lm, token_adv = policy_loss(cfg.loss.kind, leaf, old, advantages, mask, entropy=ent.detach(),
+                                              vocab_size=self.hf_config.vocab_size,
+                                              settings=cfg.loss.model_dump(exclude={"kind"}))
+        self.last_logp = logp
+        if has_signal:                                                                          # 3. backward
+            (g,) = torch.autograd.grad(loss, leaf)
+            rows, own = self._rows(batch)
+            self.ddp.train()
+            seed = g[rows]
+            seed[own:] = 0.0                    # the padding rows weigh nothing
+            self._run(batch, rows, routes, cfg.rollout.temperature, seed=seed)
+        return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy, mask)),
+                "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": 0.0,
+                "updated": float(has_signal), "routes_replayed": float(routes is not None),
+                "token_advantages": token_adv, **{k: float(v) for k, v in lm.items()}}
+
+    def _clip(self, max_norm: float) -> float:
+        """The gradient's global norm over every rank's unique pieces (a tensor-parallel replica counted once, a
+        data- or expert-data-parallel replica once), and every piece scaled as ``clip_grad_norm_`` scales it."""
+        ps = self.ps
+        dense = expert = torch.zeros((), dtype=torch.float64, device=self.device)
+        for name, p in self.model.named_parameters():
+            sq = p.grad.double().pow(2).sum()
+            if ".mlp.experts." in name:
+                expert = expert + sq
+            elif tp_part(name)[0] is not None or self.tp_rank == 0:
+                dense = dense + sq
+        edp = ps.get_expert_data_parallel_world_size()
+        total = dense / self.dp + expert / edp
+        if self.world > 1:
+            dist.all_reduce(total)
+        norm = float(total.sqrt())
+        coef = min(max_norm / (norm + 1e-6), 1.0)
+        for p in self.model.parameters():
+            p.grad.mul_(coef)
+        return norm
+
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float] | None:
+        """One AdamW step on ``cfg.loss`` through :func:`compass.rl.algos.losses.policy_loss`, as the torch
+        trainer takes it. ``advantages`` ``[B, L-1]``; a loss that only accepts ``[B]`` gets the per-sequence mean
+        over completion tokens (metric ``token_advantages`` 0). No signal (all advantages 0): forward only, no
+        step (``updated`` 0). ``old_entropy`` ``[B, L-1]``: the sampling policy's entropy for ESPO's clip (None:
+        this forward's). Metrics on rank 0, None elsewhere."""
+        m = self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
+        if m["updated"]:
+            for p in self.model.parameters():               # megatron's DDP reduced them into its buffer
+                p.grad = p.main_grad.to(p.dtype)
+            m["grad_norm"] = self._clip(cfg.trainer.max_grad_norm)
+            for group in self.optimizer.param_groups:
+                group["lr"], group["weight_decay"] = cfg.trainer.lr, cfg.trainer.weight_decay
+            self.optimizer.step()                                                              # 4. step
+            self.optimizer.zero_grad(set_to_none=True)
+            self.steps += 1
+        return m if self.rank == 0 else None
+
+    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None):
+        """The batch's whole gradient (before clipping) under Hugging Face names on rank 0, None elsewhere; no
+        step is taken (tests compare parallel sizes with it)."""
+        self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
+        grads = {n.removeprefix("module."): (p.main_grad if getattr(p, "main_grad", None) is not None
+                                             else torch.zeros_like(p)) for n, p in self.model.named_parameters()}
+        full = gather_full_state(self.model, self.tcfg, grads)
+        self.ddp.zero_grad_buffer()
+        return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
+
+    def pre_step_logprobs(self):
+        return None if self.rank != 0 or self.last_logp is None else self.last_logp.cpu()
+
+    # -- weights and resume --------------------------------------------------------------
+
+    def megatron_state(self) -> dict[str, torch.Tensor] | None:
+        """The full megatron weights (TP = PP = EP = 1 names) on rank 0, None elsewhere; every rank takes part."""
+        return gather_full_state(self.model, self.tcfg)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor] | None:
+        full = self.megatron_state()
+        return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
+
+    def _adam_local(self) -> dict[str, dict[str, torch.Tensor]]:
+        """This rank's AdamW moments by local parameter name (zeros before the first step)."""
+        out = {k: {} for k in ("exp_avg", "exp_avg_sq")}
+        for name, p in self.model.named_parameters():
+            st = self.optimizer.state.get(p, {})
+            for k in out:
+                out[k][name] = st[k].detach() if k in st else torch.zeros_like(p)
+        return out
+
+    def state_dict(self) -> dict | None:
+        """The full weights and Adam moments under the full megatron names on rank 0 (None elsewhere): loads at
+        any parallel sizes."""
+        model = self.megatron_state()
+        moments = {k: gather_full_state(self.model, self.tcfg, v) for k, v in self._adam_local().items()}
+        if self.rank != 0:
+            return None
+        return {"model": model, "adam": moments, "steps": self.steps,
+                "sizes": {"tensor_parallel": self.sizes.tp, "pipeline_parallel": self.sizes.pp,
+                          "expert_parallel": self.sizes.ep, "ranks": self.world}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """A gathered state (:meth:`state_dict`), saved at any parallel sizes; each rank loads its shards."""
+        from compass.lm.megatron_parallel import gated_fc1, global_name, rank_offsets
+        load_full_state(self.model, state["model"], self.tcfg)
+        self.steps = int(state["steps"])
+        self.optimizer.state.clear()
+        if self.steps == 0:
+            return
+        layer_off, expert_off = rank_offsets(self.tcfg)
+        for name, p in self.model.named_parameters():
+            dim, part, parts = tp_part(name)
+            full = {k: state["adam"][k][global_name(name, layer_off, expert_off)] for k in ("exp_avg", "exp_avg_sq")}
+            self.optimizer.state[p] = {"step": torch.tensor(float(self.steps)),
+                                       **{k: cut(v, dim, part, parts, gated_fc1(name, self.tcfg)).to(p).clone()
+                                          for k, v in full.items()}}
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
+
+
+@register_trainer_backend("megatron")
+class MegatronTrainer(TrainerBackend):
+    """The controller's handle on the ranks: each protocol call runs on all of them, rank 0 answers."""
+
+    name = "megatron"
+    updates_model_in_place = False          # the ranks train their own megatron copies
+
+    def __init__(self, model, cfg, *, aux_loss_coeff: float = 0.0):
+        from compass.lm.model_payload import model_payload
+        s = _settings(cfg)
+        self.ranks = s.ranks
+        self.group = None
+        self._local: MegatronRank | None = None
+        if s.ranks == 1:                    # in this process: no Ray, no port
+            self._local = MegatronRank(model, cfg, aux_loss_coeff=aux_loss_coeff)
+        else:
+            from compass.dist.rank_group import RankGroup
+            ParallelSizes(s.tensor_parallel, s.pipeline_parallel, s.expert_parallel).check(s.ranks, model.config)
+            bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
+            self.group = RankGroup(MegatronRank, (model_payload(model), cfg), world_size=s.ranks, bundle=bundle,
+                                   strategy=s.placement, threads=s.threads_per_rank,
+                                   backend="gloo" if not s.gpus_per_rank else "auto",
+                                   what=f"megatron trainer ({s.ranks} ranks: tensor {s.tensor_parallel}, pipeline "
+                                        f"{s.pipeline_parallel}, expert {s.expert_parallel})")
+
+    @property
+    def restarts(self) -> int:
+        return 0 if self.group is None else self.group.restarts
+
+    @property
+    def on_ray(self) -> bool:
+        """Ranks in Ray actors: a rank's death is a RankDied, and :meth:`restart` builds a new group."""
+        return self.group is not None
+
+    def restart(self) -> None:
+        if self.group is None:
+            raise RuntimeError("megatron trainer: one in-process rank has nothing to restart")
+        self.group.restart()
+
+    def _call(self, method: str, *args):
+        if self._local is not None:
+            return getattr(self._local, method)(*args)
+        return self.group.call(method, *args)[0]
+
+    @property
+    def n_moe_layers(self) -> int:
+        return self._local.n_moe_layers if self._local is not None else \
+            self.group.call("__getattribute__", "n_moe_layers")[0]
+
+    def logprobs(self, batch, routes=None):
+        return self._call("logprobs", batch, routes)
+
+    def logprobs_with_routes(self, batch):
+        return self._call("logprobs_with_routes", batch)
 
     def record_routes(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The experts megatron's routers pick freely: ``[B, L, n_moe, k]`` long."""
         return self.logprobs_with_routes(batch)[2]
 
-    # -- update -------------------------------------------------------------------------
+    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
+        return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
 
-    def update(self, batch: dict[str, torch.Tensor], advantages: torch.Tensor, old_logp: torch.Tensor,
-               cfg, routes: torch.Tensor | None = None,
-               old_entropy: torch.Tensor | None = None) -> dict[str, float]:
-        """One AdamW step on ``cfg.loss`` through :func:`compass.rl.algos.losses.policy_loss`, as the torch
-        trainer takes it.
+    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, torch.Tensor]:
+        """The batch's whole gradient under Hugging Face names, no step (:meth:`MegatronRank.gradients`)."""
+        return self._call("gradients", batch, advantages, old_logp, cfg, routes, old_entropy)
 
-        ``advantages`` ``[B, L-1]``; a loss that only accepts ``[B]`` gets the per-sequence mean over
-        completion tokens (metric ``token_advantages`` 0). No signal (all advantages 0): forward
-        only, no step (``updated`` 0). ``old_entropy`` ``[B, L-1]``: the sampling policy's entropy for
-        ESPO's clip (None: this forward's).
-        """
-        B, L = batch["input_ids"].shape
-        mask = batch["completion_mask"][:, 1:].to(self.device)
-        advantages = advantages.detach().float().to(self.device)
-        old_logp = old_logp.detach().float().to(self.device)
-        has_signal = bool((advantages != 0).any())
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = cfg.trainer.lr, cfg.trainer.weight_decay
-        self.model.train()
-        grad_norm = 0.0
-        with self._routing(routes, B, L), torch.set_grad_enabled(has_signal):
-            logp, entropy = self._token_logprobs(batch, cfg.rollout.temperature)
-            ent = entropy if old_entropy is None else old_entropy.float().to(self.device)
-            loss, lm, token_adv = policy_loss(cfg.loss.kind, logp, old_logp, advantages, mask,
-                                              entropy=ent.detach(), vocab_size=self.hf_config.vocab_size,
-                                              settings=cfg.loss.model_dump(exclude={"kind"}))
-            if has_signal:
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.trainer.max_grad_norm))
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.steps += 1
-        with torch.no_grad():
-            return {"loss": float(loss.detach()), "entropy": float(masked_mean(entropy.detach(), mask)),
-                    "adv_abs_token_mean": float(masked_mean(advantages.abs(), mask)), "grad_norm": grad_norm,
-                    "updated": float(has_signal), "routes_replayed": float(routes is not None),
-                    "token_advantages": token_adv, **{k: float(v) for k, v in lm.items()}}
-
-    # -- weights and resume --------------------------------------------------------------
+    def pre_step_logprobs(self):
+        return self._call("pre_step_logprobs")
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return hf_weights(self.model, self.hf_config)
+        return self._call("hf_state_dict")
+
+    def hf_state_dict_ref(self):
+        """With ranks on Ray: rank 0's gathered weights left in the object store (no copy through the
+        controller). None in process."""
+        return None if self.group is None else self.group.call_ref("hf_state_dict")
 
     def state_dict(self) -> dict:
-        return {"model": {k: v.detach().clone() for k, v in megatron_tensor_state(self.model).items()},
-                "optimizer": copy.deepcopy(self.optimizer.state_dict()), "steps": self.steps}
+        return self._call("state_dict")
 
     def load_state_dict(self, state: dict) -> None:
-        copy_megatron_tensors(self.model, state["model"])
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-        self.steps = int(state["steps"])
+        self._call("load_state_dict", state)
 
+    @property
+    def steps(self) -> int:
+        return self._local.steps if self._local is not None else self.group.call("__getattribute__", "steps")[0]
+
+    def rank_pids(self) -> list[int]:
+        """The ranks' process ids (fault-injection tests kill one)."""
+        return [self._local.pid()] if self._local is not None else self.group.pids()
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+        self._local = None
+
+
+__all__ = ["MegatronRank", "MegatronTrainer", "attention_mask_4d"]

@@ -1,4 +1,5 @@
-"""The ``megatron`` trainer backend (megatron-core 0.16.1, CPU + gloo, one process) against the HF/torch reference.
+"""The ``megatron`` trainer backend (megatron-core 0.16.1, CPU + gloo, one in-process rank) against the HF/torch
+reference (more ranks: test_megatron_ranks.py).
 
 A tiny Qwen3-MoE (hidden 64, 2 layers, 4 heads / 2 KV heads, head_dim 32, 4
 experts top-2, vocab 300) from the project's own tokenizer and model factory,
@@ -225,19 +226,18 @@ def test_router_gets_gradient_under_replay(hf_model, batch):
             r.weight.mul_(-1.0)
     forced = hf_record_routes(other, batch)
     mask = batch["completion_mask"][:, 1:].float()
-    B, L = batch["input_ids"].shape
-    tr.model.zero_grad(set_to_none=True)
-    with tr._routing(forced, B, L):
-        lp, _ = tr._token_logprobs(batch, 1.0)
-        (lp * mask).sum().backward()
+    rank = tr._local                          # the in-process rank: its backward of sum(logp * mask), replayed
+    rank.ddp.train()
+    rank._run(batch, list(range(batch["input_ids"].shape[0])), forced, 1.0, seed=mask)
     ref = copy.deepcopy(hf_model)
     from compass.lm.policy_forward import token_logprobs
     with forced_hf_routes(ref, forced):
         ref_lp, _ = token_logprobs(ref, batch["input_ids"], batch["attention_mask"])
         (ref_lp * mask).sum().backward()
-    for router, hf_router in zip(tr.routers, moe_routers(ref)):
-        assert router.weight.grad is not None and float(router.weight.grad.abs().sum()) > 1e-3
-        assert torch.allclose(router.weight.grad, hf_router.weight.grad, atol=1e-5, rtol=1e-4)
+    for router, hf_router in zip(rank.routers, moe_routers(ref)):
+        grad = router.weight.main_grad        # megatron's DDP keeps gradients in its buffer
+        assert float(grad.abs().sum()) > 1e-3
+        assert torch.allclose(grad, hf_router.weight.grad, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("loss", ["ppo_clip_token_mean", "espo"])

@@ -1,0 +1,165 @@
+"""The ``megatron`` trainer on two ranks: Ray actors in a placement group joined by gloo, megatron's tensor,
+pipeline and expert parallelism each at 2 against one in-process rank (real Ray on loopback, real megatron-core,
+a tiny Qwen3-MoE with 2 KV heads so that tensor parallelism can cut it). The same batch gives the same log-probs,
+routes, gradients and updates; a state saved at one set of sizes resumes at another."""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+from tests.compass.rl.test_fsdp_trainer import _own_process_group  # noqa: F401  (autouse)
+from tests.compass.rl.test_ray import ray_up, threads  # noqa: F401  (a loopback Ray of 2 CPUs)
+from tests.compass.rl.test_trainer_megatron import TEXT, per_token
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
+
+# each rank one torch thread, the in-process rank too; two groups of 2 fit the loopback Ray's 2 CPUs
+RANKS = {"kind": "megatron", "threads_per_rank": 1, "cpus_per_rank": 0.5}
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from compass.lm.model_config import TokenizerConfig
+    from compass.lm.model_factory import build_tokenizer
+    return build_tokenizer(TEXT, TokenizerConfig(vocab_size=300, min_frequency=1))
+
+
+@pytest.fixture(scope="module")
+def hf_model(tok):
+    """4 heads over 2 KV heads, 4 experts top-2, 2 layers: every size here (2) divides what it cuts."""
+    from compass.lm.model_config import ModelConfig
+    from compass.lm.model_factory import build_model
+    cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
+                      intermediate_size=128, num_experts=4, experts_per_token=2, expert_size=32, max_positions=128)
+    model = build_model(cfg, tok, seed=0)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():           # larger weights: routing and log-probs far from uniform, so differences show
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.15 if p.dim() >= 2 else 1.0 + 0.3 * torch.randn(p.shape,
+                                                                                                      generator=g))
+    assert model.config.vocab_size % 2 == 0
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def batch(tok):
+    """Five right-padded rows of different lengths (an odd width: tensor parallelism pads it; an odd row count:
+    the data-parallel ranks get 3 and 2 rows)."""
+    from compass.rl.trainer.batch import build_batch
+    g = torch.Generator().manual_seed(1)
+    lo = len(tok.all_special_ids)
+    prefixes = [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (5, 3, 7, 4, 6)]
+    completions = [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (6, 8, 2, 5, 4)]
+    out = build_batch(prefixes, completions, tok.pad_token_id)
+    assert out["input_ids"].shape[1] % 2 == 1
+    return out
+
+
+def cfg_for(**backend):
+    from compass.rl.config import RLConfig
+    return RLConfig(seed=0, trainer={"lr": 1e-3, "weight_decay": 0.01, "max_grad_norm": 1.0,
+                                     "backend": {**RANKS, **backend}},
+                    loss={"kind": "ppo_clip_token_mean"})
+
+
+def run_all(model, batch, cfg, state=None):
+    """On one trainer: log-probs, free routes, log-probs replaying them with the last 2 positions free, the
+    gradient, two updates, the weights and the state after them (``state``: loaded first)."""
+    from compass.rl.trainer.megatron_trainer import MegatronTrainer
+    tr = MegatronTrainer(copy.deepcopy(model), cfg)
+    try:
+        if state is not None:
+            tr.load_state_dict(state)
+        old, ent = tr.logprobs(batch)
+        _, _, routes = tr.logprobs_with_routes(batch)
+        partial = routes.clone()
+        partial[:, -2:] = -1
+        replayed, _ = tr.logprobs(batch, routes=partial)
+        adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0, 0.7]), batch)
+        grads = tr.gradients(batch, adv, old + 0.05, cfg, routes=partial)
+        metrics = [tr.update(batch, adv, old + 0.05, cfg, routes=partial) for _ in range(2)]
+        return {"old": old, "ent": ent, "routes": routes, "replayed": replayed, "grads": grads, "metrics": metrics,
+                "weights": tr.hf_state_dict(), "state": tr.state_dict(), "steps": tr.steps}
+    finally:
+        tr.close()
+
+
+@pytest.fixture(scope="module")
+def one_rank(hf_model, batch):
+    with threads(1):
+        return run_all(hf_model, batch, cfg_for(ranks=1))
+
+
+def assert_same(a: dict, b: dict, hf_model, batch):
+    """Two runs agree: log-probs and entropies to 1e-5, routes exactly, gradients to 1e-5 of the largest
+    entry, metrics to 1e-5 relative, weights after two steps to 1% of how far they moved."""
+    valid = batch["attention_mask"][:, 1:].bool()
+    for k in ("old", "ent", "replayed"):
+        assert float((a[k] - b[k])[valid].abs().max()) <= 1e-5, k
+    real = batch["attention_mask"].bool()
+    assert torch.equal(a["routes"].sort(-1).values[real], b["routes"].sort(-1).values[real])
+    top = max(float(g.abs().max()) for g in a["grads"].values())
+    assert top > 1e-3 and set(a["grads"]) == set(b["grads"])
+    for k in a["grads"]:
+        assert torch.allclose(a["grads"][k], b["grads"][k], rtol=0, atol=1e-5 * top), k
+    for ma, mb in zip(a["metrics"], b["metrics"]):
+        for k in ("loss", "entropy", "grad_norm", "updated", "clip_frac"):
+            assert ma[k] == pytest.approx(mb[k], rel=1e-5, abs=1e-7), k
+    start = hf_model.state_dict()
+    moved = max(float((a["weights"][k] - start[k]).abs().max()) for k in start)
+    assert moved > 1e-4
+    assert max(float((a["weights"][k] - b["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
+    assert a["steps"] == b["steps"] == 2
+
+
+@pytest.mark.parametrize("sizes", [{"tensor_parallel": 2}, {"expert_parallel": 2}, {"pipeline_parallel": 2}],
+                         ids=["tp2", "ep2", "pp2"])
+def test_two_ranks_compute_what_one_rank_computes(ray_up, hf_model, batch, one_rank, sizes):
+    with threads(1):
+        two = run_all(hf_model, batch, cfg_for(ranks=2, **sizes))
+    assert_same(one_rank, two, hf_model, batch)
+    # the state is the full model's, whatever the sizes: the same names and shapes as one rank's
+    s1, s2 = one_rank["state"], two["state"]
+    assert {k: v.shape for k, v in s1["model"].items()} == {k: v.shape for k, v in s2["model"].items()}
+    assert set(s1["adam"]["exp_avg"]) == set(s2["adam"]["exp_avg"])
+    top = max(float(v.abs().max()) for v in s1["adam"]["exp_avg"].values())
+    for k, v in s1["adam"]["exp_avg"].items():
+        assert torch.allclose(v, s2["adam"]["exp_avg"][k], rtol=0, atol=0.02 * top), k
+
+
+def test_a_state_saved_at_one_set_of_sizes_resumes_at_another(ray_up, hf_model, batch, one_rank):
+    """Two steps on one rank, saved; two more steps from that state on tensor parallelism 2, and on one rank
+    again: the same log-probs and weights (the Adam moments carried over, not restarted: a restart would
+    move the weights differently)."""
+    state = one_rank["state"]
+    with threads(1):
+        again = run_all(hf_model, batch, cfg_for(ranks=1), state=state)
+        tp2 = run_all(hf_model, batch, cfg_for(ranks=2, tensor_parallel=2), state=state)
+    assert again["steps"] == tp2["steps"] == 4
+    valid = batch["attention_mask"][:, 1:].bool()
+    assert float((again["old"] - one_rank["old"])[valid].abs().max()) > 1e-4       # it went on from the state
+    assert float((again["old"] - tp2["old"])[valid].abs().max()) <= 1e-5
+    start = one_rank["weights"]
+    moved = max(float((again["weights"][k] - start[k]).abs().max()) for k in start)
+    assert max(float((again["weights"][k] - tp2["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
+    fresh = run_all(hf_model, batch, cfg_for(ranks=1), state={**state, "adam": {k: {n: torch.zeros_like(t)
+                                                                                     for n, t in v.items()}
+                                                                                 for k, v in state["adam"].items()}})
+    assert max(float((again["weights"][k] - fresh["weights"][k]).abs().max()) for k in start) > 0.1 * moved
+
+
+def test_sizes_the_model_or_world_cannot_take_are_refused(hf_model):
+    from compass.lm.megatron_parallel import ParallelSizes
+    from compass.rl.config import RLConfig
+    with pytest.raises(ValueError, match="not a multiple of tensor_parallel x pipeline_parallel"):
+        RLConfig(trainer={"backend": {"kind": "megatron", "ranks": 3, "tensor_parallel": 2}})
+    with pytest.raises(ValueError, match="does not divide"):
+        RLConfig(trainer={"backend": {"kind": "megatron", "ranks": 2, "expert_parallel": 4}})
+    with pytest.raises(ValueError, match="does not divide the 2 KV heads"):
+        ParallelSizes(tp=4).check(4, hf_model.config)
+    with pytest.raises(ValueError, match="does not divide the 2 layers"):
+        ParallelSizes(pp=4).check(4, hf_model.config)
