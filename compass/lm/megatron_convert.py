@@ -1,4 +1,5 @@
-"""Hugging Face Qwen3-MoE <-> megatron-core ``GPTModel``: the config mapping and the weight conversion.
+"""Hugging Face Qwen3-MoE and dense Qwen3 <-> megatron-core ``GPTModel``: the config mapping and the weight
+conversion. A dense Qwen3 is the same mapping without the MoE rows (every layer a dense MLP).
 
 Config (:func:`megatron_config_from_hf`): one HF ``Qwen3MoeConfig`` gives a
 ``TransformerConfig`` whose forward is the same function:
@@ -26,7 +27,8 @@ softmax -> top-k -> renorm     ``moe_router_score_function="softmax"``,
                                softmax over the k picked logits = the renormalised top-k
                                probabilities), ``moe_router_topk_scaling_factor=None``
 no biases                      ``add_bias_linear=False``, ``add_qkv_bias=False``
-``tie_word_embeddings=False``  ``share_embeddings_and_output_weights=False``
+``tie_word_embeddings``        ``share_embeddings_and_output_weights`` (no ``output_layer``
+                               weight when tied)
 router aux loss (RL: off)      ``moe_router_load_balancing_type="none"``, ``moe_aux_loss_coeff=0``
                                (configurable: ``aux_loss_coeff > 0`` -> ``"aux_loss"``)
 =============================  =============================================================
@@ -80,18 +82,23 @@ def moe_layer_pattern(hf_config) -> list[int]:
     n = hf_config.num_hidden_layers
     only = set(getattr(hf_config, "mlp_only_layers", None) or [])
     step = getattr(hf_config, "decoder_sparse_step", 1) or 1
-    return [int(i not in only and hf_config.num_experts > 0 and (i + 1) % step == 0) for i in range(n)]
+    experts = getattr(hf_config, "num_experts", 0) or 0
+    return [int(i not in only and experts > 0 and (i + 1) % step == 0) for i in range(n)]
+
+
+def tied(hf_config) -> bool:
+    """The LM head is the embedding matrix (small Qwen3 models): megatron keeps no ``output_layer`` weight."""
+    return bool(getattr(hf_config, "tie_word_embeddings", False))
 
 
 def _check_supported(hf_config) -> None:
-    if getattr(hf_config, "model_type", None) != "qwen3_moe":
-        raise ValueError(f"megatron conversion supports qwen3_moe, got {getattr(hf_config, 'model_type', None)!r}")
+    if getattr(hf_config, "model_type", None) not in ("qwen3_moe", "qwen3"):
+        raise ValueError(f"megatron conversion supports qwen3_moe and qwen3, got "
+                         f"{getattr(hf_config, 'model_type', None)!r}")
     if getattr(hf_config, "attention_bias", False):
         raise ValueError("megatron conversion: attention_bias=True is not supported (add_qkv_bias)")
     if getattr(hf_config, "use_sliding_window", False):
         raise ValueError("megatron conversion: sliding-window attention is not supported")
-    if getattr(hf_config, "tie_word_embeddings", False):
-        raise ValueError("megatron conversion: tied embeddings are not supported (the policy is untied)")
     if getattr(hf_config, "hidden_act", "silu") != "silu":
         raise ValueError(f"megatron conversion: hidden_act must be silu, got {hf_config.hidden_act!r}")
 
@@ -116,6 +123,22 @@ def megatron_config_from_hf(hf_config, *, aux_loss_coeff: float = 0.0, routing_r
     _check_supported(hf_config)
     pattern = moe_layer_pattern(hf_config)
     tp, pp, ep = (1, 1, 1) if sizes is None else (sizes.tp, sizes.pp, sizes.ep)
+    moe = {}
+    if any(pattern):
+        moe = dict(
+            num_moe_experts=hf_config.num_experts,
+            moe_ffn_hidden_size=hf_config.moe_intermediate_size,
+            moe_router_topk=hf_config.num_experts_per_tok,
+            moe_layer_freq=pattern,
+            moe_router_score_function="softmax",
+            moe_router_pre_softmax=not bool(hf_config.norm_topk_prob),
+            moe_router_topk_scaling_factor=None,
+            moe_router_load_balancing_type="aux_loss" if aux_loss_coeff > 0 else "none",
+            moe_aux_loss_coeff=float(aux_loss_coeff),
+            moe_token_dispatcher_type="allgather",
+            moe_grouped_gemm=False,
+            moe_enable_routing_replay=routing_replay,
+        )
     return TransformerConfig(
         tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp,
@@ -138,19 +161,7 @@ def megatron_config_from_hf(hf_config, *, aux_loss_coeff: float = 0.0, routing_r
         add_qkv_bias=False,
         hidden_dropout=0.0,
         attention_dropout=0.0,
-        # MoE
-        num_moe_experts=hf_config.num_experts,
-        moe_ffn_hidden_size=hf_config.moe_intermediate_size,
-        moe_router_topk=hf_config.num_experts_per_tok,
-        moe_layer_freq=pattern,
-        moe_router_score_function="softmax",
-        moe_router_pre_softmax=not bool(hf_config.norm_topk_prob),
-        moe_router_topk_scaling_factor=None,
-        moe_router_load_balancing_type="aux_loss" if aux_loss_coeff > 0 else "none",
-        moe_aux_loss_coeff=float(aux_loss_coeff),
-        moe_token_dispatcher_type="allgather",
-        moe_grouped_gemm=False,
-        moe_enable_routing_replay=routing_replay,
+        **moe,
         # numerics: plain fp32 torch paths everywhere (no fusions: they need CUDA kernels)
         params_dtype=torch.float32,
         bf16=False,
@@ -181,7 +192,7 @@ def build_gpt_model(hf_config, tcfg):
         first, last = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
     return GPTModel(config=tcfg, transformer_layer_spec=spec, vocab_size=hf_config.vocab_size,
                     max_sequence_length=hf_config.max_position_embeddings, pre_process=first, post_process=last,
-                    share_embeddings_and_output_weights=False, position_embedding_type="rope",
+                    share_embeddings_and_output_weights=tied(hf_config), position_embedding_type="rope",
                     rotary_percent=1.0, rotary_base=rope_theta(hf_config))
 
 
@@ -271,7 +282,8 @@ def hf_to_megatron(hf_sd: dict[str, torch.Tensor], hf_config) -> dict[str, torch
                 [take(hp + "mlp.gate_proj.weight"), take(hp + "mlp.up_proj.weight")], dim=0)
             out[mp + "mlp.linear_fc2.weight"] = take(hp + "mlp.down_proj.weight").clone()
     out["decoder.final_layernorm.weight"] = take("model.norm.weight").clone()
-    out["output_layer.weight"] = take("lm_head.weight").clone()
+    if not tied(c):
+        out["output_layer.weight"] = take("lm_head.weight").clone()
     return out
 
 
@@ -309,7 +321,7 @@ def megatron_to_hf(mg_sd: dict[str, torch.Tensor], hf_config) -> dict[str, torch
         out[hp + "input_layernorm.weight"] = take(mp + "input_layernorm.weight").clone()
         out[hp + "post_attention_layernorm.weight"] = take(mp + "pre_mlp_layernorm.weight").clone()
     out["model.norm.weight"] = take("decoder.final_layernorm.weight").clone()
-    out["lm_head.weight"] = take("output_layer.weight").clone()
+    out["lm_head.weight"] = take("embedding.word_embeddings.weight" if tied(c) else "output_layer.weight").clone()
     return out
 
 

@@ -25,6 +25,9 @@ and ``get_cuda_rng_tracker().fork()``).
 - the pipeline schedules (``megatron.core.pipeline_parallel.schedules``) count tokens in a
   ``torch.zeros(..., device="cuda")``: that module sees a ``torch`` whose ``zeros`` puts a
   ``"cuda"`` tensor on the CPU (every other name is torch's own).
+- ``LanguageModule.setup_embeddings_and_output_layer`` moves the tied embedding's last-stage copy
+  with ``.cuda()`` before the all-reduce that makes it equal to the first stage's: while it runs,
+  ``Tensor.cuda`` leaves a tensor where it is.
 
 Separately, :func:`apply_no_te_compat` (called by :func:`apply_cpu_compat` too, on
 any machine) defines ``moe_utils.te_general_gemm = None`` when Transformer Engine
@@ -139,5 +142,18 @@ def apply_cpu_compat() -> bool:
 
     from megatron.core.pipeline_parallel import schedules
     schedules.torch = _TorchOnCpu()
+
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+    setup = LanguageModule.setup_embeddings_and_output_layer
+
+    def setup_embeddings_on_cpu(self):
+        cuda = torch.Tensor.cuda
+        torch.Tensor.cuda = lambda t, *a, **k: t
+        try:
+            return setup(self)
+        finally:
+            torch.Tensor.cuda = cuda
+
+    LanguageModule.setup_embeddings_and_output_layer = setup_embeddings_on_cpu
     _APPLIED = True
     return True

@@ -1,4 +1,4 @@
-"""Megatron-core's model parallelism for the Qwen3-MoE policy: the parallel sizes, the process groups, and
+"""Megatron-core's model parallelism for the Qwen3-MoE (or dense Qwen3) policy: the parallel sizes, the process groups, and
 the weights cut into each rank's shard and put back together.
 
 A rank's model (:func:`compass.lm.megatron_convert.build_gpt_model` after :func:`init_parallel`) holds
@@ -148,13 +148,26 @@ def local_params(model) -> dict[str, torch.nn.Parameter]:
     return {n.removeprefix("module."): p for n, p in model.named_parameters()}
 
 
+def is_tied_copy(model, name: str) -> bool:
+    """``name`` is the last pipeline stage's copy of tied embeddings (megatron allocates it there, as
+    ``output_layer.weight``, and keeps it equal to the first stage's embedding)."""
+    inner = getattr(model, "module", model)
+    return name == "output_layer.weight" and bool(getattr(inner, "share_embeddings_and_output_weights", False))
+
+
+def source_name(model, name: str, tcfg) -> str:
+    """The full model's name whose cut a rank's parameter ``name`` holds (a tied copy: the embedding's)."""
+    if is_tied_copy(model, name):
+        return "embedding.word_embeddings.weight"
+    return global_name(name, *rank_offsets(tcfg))
+
+
 def load_full_state(model, full: dict[str, torch.Tensor], tcfg) -> None:
     """Copy each rank's shard of the full megatron state dict ``full`` into ``model`` in place."""
-    layer_off, expert_off = rank_offsets(tcfg)
     own = local_params(model)
     with torch.no_grad():
         for name, p in own.items():
-            g = global_name(name, layer_off, expert_off)
+            g = source_name(model, name, tcfg)
             if g not in full:
                 raise KeyError(f"load_full_state: the full state has no {g} (this rank's {name})")
             dim, part, parts = tp_part(name)
@@ -171,6 +184,8 @@ def local_pieces(model, tcfg, tensors: dict[str, torch.Tensor] | None = None) ->
     layer_off, expert_off = rank_offsets(tcfg)
     out = {}
     for name, p in local_params(model).items():
+        if is_tied_copy(model, name):          # the embedding's pieces stand for it
+            continue
         dim, part, parts = tp_part(name)
         t = p if tensors is None else tensors[name]
         out[global_name(name, layer_off, expert_off)] = (dim, part, parts, gated_fc1(name, tcfg),
@@ -207,5 +222,6 @@ def gather_full_state(model, tcfg, tensors: dict[str, torch.Tensor] | None = Non
     return out
 
 
-__all__ = ["ParallelSizes", "cut", "gather_full_state", "global_name", "init_parallel", "join_parts",
-           "load_full_state", "local_pieces"]
+__all__ = ["ParallelSizes", "cut", "gated_fc1", "gather_full_state", "global_name", "init_parallel",
+           "is_tied_copy", "join_parts", "load_full_state", "local_params", "local_pieces", "rank_offsets",
+           "source_name", "tp_part"]

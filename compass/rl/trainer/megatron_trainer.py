@@ -5,7 +5,7 @@ Ranks (:class:`MegatronRank`): one in this process (``ranks: 1``, a group of one
 placement group (:class:`compass.dist.rank_group.RankGroup`; NCCL between GPUs, gloo on the CPU). Megatron's
 ``parallel_state`` splits them into tensor (``tensor_parallel``), pipeline (``pipeline_parallel``), expert
 (``expert_parallel``) and data-parallel groups (``ranks / (tensor_parallel * pipeline_parallel)``). Each rank
-builds the HF Qwen3-MoE policy's megatron twin and keeps its shard (:mod:`compass.lm.megatron_parallel`);
+builds the HF Qwen3-MoE (or dense Qwen3) policy's megatron twin and keeps its shard (:mod:`compass.lm.megatron_parallel`);
 ``hf_state_dict()`` gathers the shards on rank 0 and converts back (exact). On a machine without CUDA,
 :mod:`compass.lm.megatron_cpu_compat` maps megatron's CUDA-only calls to the CPU first. With tensor parallelism
 the sequence is split over the TP ranks too (megatron's sequence parallelism, which its MoE layers require),
@@ -55,8 +55,8 @@ import torch.distributed as dist
 
 from compass.lm.megatron_convert import (build_gpt_model, hf_to_megatron, megatron_config_from_hf, megatron_to_hf,
                                         moe_layer_pattern)
-from compass.lm.megatron_parallel import (ParallelSizes, cut, gather_full_state, init_parallel, load_full_state,
-                                         tp_part)
+from compass.lm.megatron_parallel import (ParallelSizes, cut, gated_fc1, gather_full_state, init_parallel,
+                                         is_tied_copy, load_full_state, source_name, tp_part)
 from compass.rl.algos.losses import masked_mean, policy_loss
 from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
 
@@ -300,6 +300,9 @@ class MegatronRank:
     def logprobs_with_routes(self, batch):
         """Free routing with ``RouterReplayAction.RECORD``, in one forward: ``(logp, entropy, routes)`` on rank 0,
         ``routes`` ``[B, L, n_moe, k]`` long (the experts megatron's routers picked, best first)."""
+        if not self.n_moe_layers:           # a dense model routes nothing
+            out = self.logprobs(batch)
+            return None if out is None else (*out, None)
         logp, ent, routes = self._whole(batch, None, self.cfg.rollout.temperature, record=True)
         return (logp.cpu(), ent.cpu(), routes.cpu()) if self.rank == 0 else None
 
@@ -337,6 +340,8 @@ class MegatronRank:
         ps = self.ps
         dense = expert = torch.zeros((), dtype=torch.float64, device=self.device)
         for name, p in self.model.named_parameters():
+            if is_tied_copy(self.model, name):          # the first stage's embedding counts it
+                continue
             sq = p.grad.double().pow(2).sum()
             if ".mlp.experts." in name:
                 expert = expert + sq
@@ -415,19 +420,18 @@ class MegatronRank:
 
     def load_state_dict(self, state: dict) -> None:
         """A gathered state (:meth:`state_dict`), saved at any parallel sizes; each rank loads its shards."""
-        from compass.lm.megatron_parallel import gated_fc1, global_name, rank_offsets
         load_full_state(self.model, state["model"], self.tcfg)
         self.steps = int(state["steps"])
         self.optimizer.state.clear()
         if self.steps == 0:
             return
-        layer_off, expert_off = rank_offsets(self.tcfg)
         for name, p in self.model.named_parameters():
             dim, part, parts = tp_part(name)
-            full = {k: state["adam"][k][global_name(name, layer_off, expert_off)] for k in ("exp_avg", "exp_avg_sq")}
+            src = source_name(self.model, name, self.tcfg)
             self.optimizer.state[p] = {"step": torch.tensor(float(self.steps)),
-                                       **{k: cut(v, dim, part, parts, gated_fc1(name, self.tcfg)).to(p).clone()
-                                          for k, v in full.items()}}
+                                       **{k: cut(state["adam"][k][src], dim, part, parts,
+                                                 gated_fc1(name, self.tcfg)).to(p).clone()
+                                          for k in ("exp_avg", "exp_avg_sq")}}
 
     def pid(self) -> int:
         import os
@@ -490,7 +494,7 @@ class MegatronTrainer(TrainerBackend):
         return self._call("logprobs_with_routes", batch)
 
     def record_routes(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The experts megatron's routers pick freely: ``[B, L, n_moe, k]`` long."""
+        """The experts megatron's routers pick freely: ``[B, L, n_moe, k]`` long (None for a dense model)."""
         return self.logprobs_with_routes(batch)[2]
 
     def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:

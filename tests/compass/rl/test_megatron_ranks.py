@@ -66,9 +66,9 @@ def cfg_for(**backend):
                     loss={"kind": "ppo_clip_token_mean"})
 
 
-def run_all(model, batch, cfg, state=None):
-    """On one trainer: log-probs, free routes, log-probs replaying them with the last 2 positions free, the
-    gradient, two updates, the weights and the state after them (``state``: loaded first)."""
+def run_all(model, batch, cfg, state=None, routed: bool = True):
+    """On one trainer: log-probs, free routes, log-probs replaying them with the last 2 positions free (``routed``:
+    a MoE model), the gradient, two updates, the weights and the state after them (``state``: loaded first)."""
     from compass.rl.trainer.megatron_trainer import MegatronTrainer
     tr = MegatronTrainer(copy.deepcopy(model), cfg)
     try:
@@ -76,10 +76,12 @@ def run_all(model, batch, cfg, state=None):
             tr.load_state_dict(state)
         old, ent = tr.logprobs(batch)
         _, _, routes = tr.logprobs_with_routes(batch)
-        partial = routes.clone()
-        partial[:, -2:] = -1
+        partial = None
+        if routed:
+            partial = routes.clone()
+            partial[:, -2:] = -1
         replayed, _ = tr.logprobs(batch, routes=partial)
-        adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0, 0.7]), batch)
+        adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0, 0.7])[:batch["input_ids"].shape[0]], batch)
         grads = tr.gradients(batch, adv, old + 0.05, cfg, routes=partial)
         metrics = [tr.update(batch, adv, old + 0.05, cfg, routes=partial) for _ in range(2)]
         return {"old": old, "ent": ent, "routes": routes, "replayed": replayed, "grads": grads, "metrics": metrics,
@@ -94,14 +96,16 @@ def one_rank(hf_model, batch):
         return run_all(hf_model, batch, cfg_for(ranks=1))
 
 
-def assert_same(a: dict, b: dict, hf_model, batch):
+def assert_same(a: dict, b: dict, start, batch, steps: int = 2):
     """Two runs agree: log-probs and entropies to 1e-5, routes exactly, gradients to 1e-5 of the largest
-    entry, metrics to 1e-5 relative, weights after two steps to 1% of how far they moved."""
+    entry, metrics to 1e-5 relative, weights after the steps to 1% of how far they moved from ``start`` (a
+    model or its weights)."""
     valid = batch["attention_mask"][:, 1:].bool()
     for k in ("old", "ent", "replayed"):
         assert float((a[k] - b[k])[valid].abs().max()) <= 1e-5, k
     real = batch["attention_mask"].bool()
-    assert torch.equal(a["routes"].sort(-1).values[real], b["routes"].sort(-1).values[real])
+    if a["routes"] is not None:
+        assert torch.equal(a["routes"].sort(-1).values[real], b["routes"].sort(-1).values[real])
     top = max(float(g.abs().max()) for g in a["grads"].values())
     assert top > 1e-3 and set(a["grads"]) == set(b["grads"])
     for k in a["grads"]:
@@ -109,11 +113,11 @@ def assert_same(a: dict, b: dict, hf_model, batch):
     for ma, mb in zip(a["metrics"], b["metrics"]):
         for k in ("loss", "entropy", "grad_norm", "updated", "clip_frac"):
             assert ma[k] == pytest.approx(mb[k], rel=1e-5, abs=1e-7), k
-    start = hf_model.state_dict()
+    start = start if isinstance(start, dict) else start.state_dict()
     moved = max(float((a["weights"][k] - start[k]).abs().max()) for k in start)
     assert moved > 1e-4
     assert max(float((a["weights"][k] - b["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
-    assert a["steps"] == b["steps"] == 2
+    assert a["steps"] == b["steps"] == steps
 
 
 @pytest.mark.parametrize("sizes", [{"tensor_parallel": 2}, {"expert_parallel": 2}, {"pipeline_parallel": 2}],
@@ -163,3 +167,35 @@ def test_sizes_the_model_or_world_cannot_take_are_refused(hf_model):
         ParallelSizes(tp=4).check(4, hf_model.config)
     with pytest.raises(ValueError, match="does not divide the 2 layers"):
         ParallelSizes(pp=4).check(4, hf_model.config)
+
+
+def test_dense_qwen3_with_tied_embeddings_on_two_pipeline_stages(ray_up, tok):
+    """A dense Qwen3 whose LM head is its embedding (as Qwen3's small models are): converted both ways exactly,
+    and on two pipeline stages (the last one holds megatron's copy of the tied embedding) it computes what one
+    rank computes."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from compass.lm.megatron_convert import hf_to_megatron, megatron_to_hf
+    cfg = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=128,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(cfg).eval()
+    sd = model.state_dict()
+    back = megatron_to_hf(hf_to_megatron(sd, cfg), cfg)
+    assert set(back) == set(sd) and all(torch.equal(back[k], sd[k]) for k in sd)
+    from compass.rl.trainer.batch import build_batch
+    g = torch.Generator().manual_seed(2)
+    lo = len(tok.all_special_ids)
+    batch = build_batch([torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (4, 6, 3)],
+                        [torch.randint(lo, len(tok), (n,), generator=g).tolist() for n in (5, 2, 7)], tok.pad_token_id)
+    with threads(1):
+        one = run_all(model, batch, cfg_for(ranks=1), routed=False)
+        two = run_all(model, batch, cfg_for(ranks=2, pipeline_parallel=2), routed=False)
+    assert one["routes"] is None and two["routes"] is None
+    assert_same(one, two, model, batch)
+    assert torch.equal(two["weights"]["lm_head.weight"], two["weights"]["model.embed_tokens.weight"])
+    # the one-rank state resumes on the two stages (the last stage's copy of the embedding, moments included)
+    with threads(1):
+        again_one = run_all(model, batch, cfg_for(ranks=1), state=one["state"], routed=False)
+        again_two = run_all(model, batch, cfg_for(ranks=2, pipeline_parallel=2), state=one["state"], routed=False)
+    assert_same(again_one, again_two, one["weights"], batch, steps=4)
