@@ -199,3 +199,26 @@ def test_dense_qwen3_with_tied_embeddings_on_two_pipeline_stages(ray_up, tok):
         again_one = run_all(model, batch, cfg_for(ranks=1), state=one["state"], routed=False)
         again_two = run_all(model, batch, cfg_for(ranks=2, pipeline_parallel=2), state=one["state"], routed=False)
     assert_same(again_one, again_two, one["weights"], batch, steps=4)
+
+
+def test_the_engine_on_expert_parallel_ranks_and_a_rollout_worker_trains_as_one_process(ray_up, tok, hf_model):
+    """Reasoning RL with the megatron trainer on two expert-parallel Ray ranks and the rollout in a Ray worker:
+    the same samples, rewards and update metrics as one in-process rank with an in-process rollout."""
+    import logging
+    from compass.rl.engine import train
+    from tests.compass.rl.test_fsdp_ranks import PROMPTS, RUN, _score
+    runs = []
+    for backend, workers in (({"ranks": 1}, 0), ({"ranks": 2, "expert_parallel": 2}, 1)):
+        cfg = RUN.model_copy(deep=True)
+        cfg.trainer.backend = cfg_for(**backend).trainer.backend
+        cfg.rollout.workers = workers
+        with threads(1):
+            runs.append(train(copy.deepcopy(hf_model), tok, PROMPTS, cfg, score_fn=_score,
+                              log=logging.getLogger("compass.rl.megatron_test")))
+    one, two = runs
+    assert [r["response"] for r in two.rollouts] == [r["response"] for r in one.rollouts]
+    assert [r["reward"] for r in two.rollouts] == [r["reward"] for r in one.rollouts]
+    assert any(m["updated"] == 1.0 for m in two.metrics)
+    for a, b in zip(two.metrics, one.metrics):
+        for k in ("reward_mean", "loss", "grad_norm", "entropy", "tokens"):
+            assert a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6), (a["step"], k)
