@@ -185,8 +185,7 @@ def build_gpt_model(hf_config, tcfg):
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     spec = get_gpt_decoder_block_spec(tcfg, use_transformer_engine=False, normalization="RMSNorm")
-    if tcfg.sequence_parallel:
-        spec = _swap_norms(spec)
+    spec = _swap_norms(spec)
     first = last = True
     if ps.model_parallel_is_initialized():
         first, last = ps.is_pipeline_first_stage(), ps.is_pipeline_last_stage()
@@ -197,8 +196,8 @@ def build_gpt_model(hf_config, tcfg):
 
 
 class SequenceParallelRMSNorm(torch.nn.RMSNorm):
-    """The local spec's norm (torch's ``RMSNorm``, as megatron's ``WrappedTorchNorm`` builds it) under sequence
-    parallelism too: the same function and weight, marked ``sequence_parallel`` so that megatron's
+    """The local spec's norm (torch's ``RMSNorm``, as megatron's ``WrappedTorchNorm`` builds it), under sequence
+    parallelism too: the same function and weight, marked ``sequence_parallel`` when it is on, so that megatron's
     ``finalize_model_grads`` sums its gradient over the tensor-parallel ranks (each saw part of the sequence).
     ``WrappedTorchNorm`` refuses sequence parallelism; megatron's other norms need Apex or Transformer Engine."""
 
@@ -208,11 +207,13 @@ class SequenceParallelRMSNorm(torch.nn.RMSNorm):
 
 
 def _swap_norms(spec):
-    """``spec`` (a megatron module spec tree) with every ``WrappedTorchNorm`` replaced by
+    """``spec`` (a megatron module spec tree) with every norm class of the local spec (``WrappedTorchNorm``, or
+    Apex's ``FusedLayerNorm`` where Apex is installed, which takes no RMSNorm) replaced by
     :class:`SequenceParallelRMSNorm`."""
     import dataclasses
+    from megatron.core.fusions.fused_layer_norm import FusedLayerNorm
     from megatron.core.transformer.torch_norm import WrappedTorchNorm
-    if spec is WrappedTorchNorm:
+    if spec is WrappedTorchNorm or spec is FusedLayerNorm:
         return SequenceParallelRMSNorm
     if isinstance(spec, list):
         return [_swap_norms(x) for x in spec]

@@ -48,16 +48,25 @@ class ParallelSizes:
         if world % (self.tp * self.pp):
             why.append(f"the world of {world} ranks is not a multiple of tensor_parallel x pipeline_parallel = "
                        f"{self.tp * self.pp}")
-        elif (world // self.pp) % self.ep:
-            why.append(f"expert_parallel {self.ep} does not divide the {world // self.pp} ranks of a pipeline stage")
+        elif world % (self.tp * self.ep * self.pp):
+            # experts are also cut over tensor_parallel ranks (megatron's expert tensor-parallel size)
+            why.append(f"the world of {world} ranks is not a multiple of tensor_parallel x expert_parallel x "
+                       f"pipeline_parallel = {self.tp * self.ep * self.pp}")
+        experts = getattr(c, "num_experts", 0) or 0
+        if self.ep > 1 and not experts:
+            why.append(f"expert_parallel {self.ep} on a dense model (it has no experts)")
         if c.num_key_value_heads % self.tp:
             why.append(f"tensor_parallel {self.tp} does not divide the {c.num_key_value_heads} KV heads")
         if c.vocab_size % self.tp:
             why.append(f"tensor_parallel {self.tp} does not divide the vocabulary of {c.vocab_size}")
         if c.num_hidden_layers % self.pp:
             why.append(f"pipeline_parallel {self.pp} does not divide the {c.num_hidden_layers} layers")
-        if getattr(c, "num_experts", 0) and c.num_experts % self.ep:
+        if experts and c.num_experts % self.ep:
             why.append(f"expert_parallel {self.ep} does not divide the {c.num_experts} experts")
+        for key in ("intermediate_size", "moe_intermediate_size"):
+            size = getattr(c, key, None)
+            if size and size % self.tp:
+                why.append(f"tensor_parallel {self.tp} does not divide {key} {size}")
         if why:
             raise ValueError("megatron trainer: " + "; ".join(why))
 
@@ -178,13 +187,23 @@ def load_full_state(model, full: dict[str, torch.Tensor], tcfg) -> None:
             p.copy_(piece)
 
 
+def _unique_holder(name: str) -> bool:
+    """This rank is the first of the replicas that hold ``name``'s piece: data-parallel rank 0 for a dense
+    piece, expert-data-parallel rank 0 for an expert's."""
+    from megatron.core import parallel_state as ps
+    if ".mlp.experts." in name:
+        return ps.get_expert_data_parallel_rank() == 0
+    return ps.get_data_parallel_rank() == 0
+
+
 def local_pieces(model, tcfg, tensors: dict[str, torch.Tensor] | None = None) -> dict[str, tuple]:
-    """This rank's pieces of the full state: global name -> (cut dim, part, parts, gated, tensor on the CPU).
-    ``tensors`` (by local name) replaces the parameters' values, e.g. their gradients."""
+    """This rank's pieces of the full state that no other rank sends (see :func:`_unique_holder`): global
+    name -> (cut dim, part, parts, gated, tensor on the CPU). ``tensors`` (by local name) replaces the
+    parameters' values, e.g. their gradients."""
     layer_off, expert_off = rank_offsets(tcfg)
     out = {}
     for name, p in local_params(model).items():
-        if is_tied_copy(model, name):          # the embedding's pieces stand for it
+        if is_tied_copy(model, name) or not _unique_holder(name):   # the embedding's pieces stand for a tied copy
             continue
         dim, part, parts = tp_part(name)
         t = p if tensors is None else tensors[name]
@@ -193,10 +212,22 @@ def local_pieces(model, tcfg, tensors: dict[str, torch.Tensor] | None = None) ->
     return out
 
 
+_GLOO: dict = {}
+
+
+def host_group():
+    """A gloo group over the whole world, made once per process (every rank calls it at the same point): the
+    gathers of whole states go through host memory, not through NCCL buffers on rank 0's GPU."""
+    import torch.distributed as dist
+    if "group" not in _GLOO:
+        _GLOO["group"] = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else None
+    return _GLOO["group"]
+
+
 def gather_full_state(model, tcfg, tensors: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor] | None:
     """The full megatron state dict (every rank's pieces joined) on rank 0 of the world, None elsewhere.
-    Every rank must call it. Ranks that hold the same piece (data-parallel replicas) send it once each; rank
-    0 keeps the first."""
+    Every rank must call it. Each piece comes from one of the ranks that hold it, over a gloo group: rank 0's
+    host memory holds the whole state once it is gathered."""
     import torch.distributed as dist
     mine = local_pieces(model, tcfg, tensors)
     world = dist.get_world_size()
@@ -204,7 +235,7 @@ def gather_full_state(model, tcfg, tensors: dict[str, torch.Tensor] | None = Non
     if world == 1:
         got = [mine]
     else:
-        dist.gather_object(mine, got, dst=0)
+        dist.gather_object(mine, got, dst=0, group=host_group())
     if dist.get_rank() != 0:
         return None
     parts: dict[str, dict[int, torch.Tensor]] = {}

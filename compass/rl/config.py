@@ -148,6 +148,9 @@ class RankSettings(StrictModel):
 
     @model_validator(mode="after")
     def _reserves_something(self):
+        if 0 < self.gpus_per_rank < 1:
+            raise ValueError(f"trainer.backend.gpus_per_rank {self.gpus_per_rank}: a rank takes whole GPUs (NCCL "
+                             f"refuses two ranks on one GPU)")
         if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
             raise ValueError("trainer.backend.ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
                              "placement group bundle must reserve something)")
@@ -190,9 +193,10 @@ class MegatronTrainerSettings(RankSettings):
         if self.ranks % tp_pp:
             raise ValueError(f"trainer.backend.ranks {self.ranks} is not a multiple of tensor_parallel x "
                              f"pipeline_parallel = {tp_pp}")
-        if (self.ranks // self.pipeline_parallel) % self.expert_parallel:
-            raise ValueError(f"trainer.backend.expert_parallel {self.expert_parallel} does not divide the "
-                             f"{self.ranks // self.pipeline_parallel} ranks of a pipeline stage")
+        tp_ep_pp = tp_pp * self.expert_parallel
+        if self.ranks % tp_ep_pp:      # experts are also cut over the tensor-parallel ranks
+            raise ValueError(f"trainer.backend.ranks {self.ranks} is not a multiple of tensor_parallel x "
+                             f"expert_parallel x pipeline_parallel = {tp_ep_pp}")
         return self
 
 

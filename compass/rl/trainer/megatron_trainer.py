@@ -48,6 +48,7 @@ model's names, so a state saved at one set of parallel sizes loads at any other.
 from __future__ import annotations
 
 import copy
+import functools
 from contextlib import contextmanager
 
 import torch
@@ -115,6 +116,7 @@ class MegatronRank:
             else torch.device("cpu")
         self.model = build_gpt_model(self.hf_config, self.tcfg)          # this rank's shard of it
         load_full_state(self.model, hf_to_megatron(model.state_dict(), self.hf_config), self.tcfg)
+        del model                              # the full HF copy: only the shard stays
         self.model.to(self.device)
         self.ddp = DistributedDataParallel(config=self.tcfg, module=self.model,
                                            ddp_config=DistributedDataParallelConfig(grad_reduce_in_fp32=True))
@@ -378,6 +380,7 @@ class MegatronRank:
     def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None):
         """The batch's whole gradient (before clipping) under Hugging Face names on rank 0, None elsewhere; no
         step is taken (tests compare parallel sizes with it)."""
+        self.ddp.zero_grad_buffer()             # no signal, no backward: zeros, not the last update's
         self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
         grads = {n.removeprefix("module."): (p.main_grad if getattr(p, "main_grad", None) is not None
                                              else torch.zeros_like(p)) for n, p in self.model.named_parameters()}
@@ -420,6 +423,10 @@ class MegatronRank:
 
     def load_state_dict(self, state: dict) -> None:
         """A gathered state (:meth:`state_dict`), saved at any parallel sizes; each rank loads its shards."""
+        if "adam" not in state:
+            raise ValueError("megatron trainer: this state has no gathered Adam moments ('adam'): it was saved by "
+                             "the one-process trainer before parallel ranks; run the stage again without it (remove "
+                             "the stage run's folder under COMPASS_STATE_DIR)")
         load_full_state(self.model, state["model"], self.tcfg)
         self.steps = int(state["steps"])
         self.optimizer.state.clear()
@@ -457,7 +464,8 @@ class MegatronTrainer(TrainerBackend):
             from compass.dist.rank_group import RankGroup
             ParallelSizes(s.tensor_parallel, s.pipeline_parallel, s.expert_parallel).check(s.ranks, model.config)
             bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
-            self.group = RankGroup(MegatronRank, (model_payload(model), cfg), world_size=s.ranks, bundle=bundle,
+            factory = functools.partial(MegatronRank, aux_loss_coeff=aux_loss_coeff)
+            self.group = RankGroup(factory, (model_payload(model), cfg), world_size=s.ranks, bundle=bundle,
                                    strategy=s.placement, threads=s.threads_per_rank,
                                    backend="gloo" if not s.gpus_per_rank else "auto",
                                    what=f"megatron trainer ({s.ranks} ranks: tensor {s.tensor_parallel}, pipeline "

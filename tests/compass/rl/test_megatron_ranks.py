@@ -161,12 +161,25 @@ def test_sizes_the_model_or_world_cannot_take_are_refused(hf_model):
     from compass.rl.config import RLConfig
     with pytest.raises(ValueError, match="not a multiple of tensor_parallel x pipeline_parallel"):
         RLConfig(trainer={"backend": {"kind": "megatron", "ranks": 3, "tensor_parallel": 2}})
-    with pytest.raises(ValueError, match="does not divide"):
-        RLConfig(trainer={"backend": {"kind": "megatron", "ranks": 2, "expert_parallel": 4}})
+    # experts are cut over the tensor-parallel ranks too: 6 ranks cannot hold TP 2 x EP 2
+    for ranks, ep in ((2, 4), (6, 2)):
+        with pytest.raises(ValueError, match="not a multiple of tensor_parallel x expert_parallel x pipeline_parallel"):
+            RLConfig(trainer={"backend": {"kind": "megatron", "ranks": ranks, "tensor_parallel": 2 if ranks == 6
+                                          else 1, "expert_parallel": ep}})
+        with pytest.raises(ValueError, match="not a multiple of tensor_parallel x expert_parallel"):
+            ParallelSizes(tp=2 if ranks == 6 else 1, ep=ep).check(ranks, hf_model.config)
+    with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU"):
+        RLConfig(trainer={"backend": {"kind": "megatron", "ranks": 2, "gpus_per_rank": 0.5}})
     with pytest.raises(ValueError, match="does not divide the 2 KV heads"):
         ParallelSizes(tp=4).check(4, hf_model.config)
     with pytest.raises(ValueError, match="does not divide the 2 layers"):
         ParallelSizes(pp=4).check(4, hf_model.config)
+    with pytest.raises(ValueError, match="does not divide moe_intermediate_size 32"):
+        ParallelSizes(tp=64).check(64, hf_model.config)
+    dense = copy.deepcopy(hf_model.config)
+    dense.num_experts = 0
+    with pytest.raises(ValueError, match="expert_parallel 2 on a dense model"):
+        ParallelSizes(ep=2).check(2, dense)
 
 
 def test_dense_qwen3_with_tied_embeddings_on_two_pipeline_stages(ray_up, tok):

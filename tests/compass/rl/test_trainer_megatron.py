@@ -354,3 +354,11 @@ def test_resume_exact(hf_model, batch):
     sa, sc = a.hf_state_dict(), c.hf_state_dict()
     assert all(torch.equal(sa[k], sc[k]) for k in sa)
     assert any(not torch.equal(sa[k], hf_model.state_dict()[k]) for k in sa)
+
+
+def test_a_state_of_the_one_process_trainer_before_ranks_is_refused_by_name(hf_model):
+    tr = make_trainer(hf_model)
+    state = tr.state_dict()
+    old = {"model": state["model"], "optimizer": {"state": {}, "param_groups": []}, "steps": 1}
+    with pytest.raises(ValueError, match="no gathered Adam moments"):
+        tr.load_state_dict(old)
