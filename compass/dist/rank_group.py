@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from compass.rl.ray_cluster import ensure_ray, kill_actors, remote_class
 from compass.rl.trainer.ray_actor import TrainerActorDied
@@ -76,6 +77,16 @@ class _Rank:
     def run_put(self, method: str, *args, **kwargs) -> list:
         """:meth:`run`, its result left in the object store: ``[ref]``, small to fetch (an error raises there)."""
         return [ray.put(self.run(method, *args, **kwargs))]
+
+
+# what a rank's collective raises when a peer process is gone (gloo's socket errors, NCCL's abort)
+PEER_GONE = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "Socket closed",
+             "remote process exited", "NCCL communicator was aborted")
+PEER_DEATH_WAIT_S = 30.0
+
+
+def _peer_gone(e: BaseException) -> bool:
+    return any(s in str(e) for s in PEER_GONE)
 
 
 class RankGroup:
@@ -203,13 +214,36 @@ class RankGroup:
             try:
                 ray.get(done[0])
             except ray.exceptions.RayActorError as e:
-                rank = refs.index(done[0])
-                why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
                 self._close()
-                raise RankDied(f"{self.what}: rank {rank} of {self.world_size} died during {what}: "
-                               f"{type(e).__name__}: {why}") from e
-            except BaseException:
+                raise self._died(refs.index(done[0]), what, e) from e
+            except BaseException as e:
+                # A rank whose peer died fails in its collective (the socket closes), often before Ray has
+                # marked the peer dead: wait for that death, and report it, not its echo.
+                dead = self._dead_peer(refs, pending) if _peer_gone(e) else None
                 self._close()           # an error in one rank leaves the others waiting on it
+                if dead is not None:
+                    raise self._died(dead[0], what, dead[1]) from e
                 raise
         return ray.get(refs)
+
+    def _died(self, rank: int, what: str, e: BaseException) -> RankDied:
+        why = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        return RankDied(f"{self.what}: rank {rank} of {self.world_size} died during {what}: "
+                        f"{type(e).__name__}: {why}")
+
+    @staticmethod
+    def _dead_peer(refs: list, pending: list, timeout_s: float = PEER_DEATH_WAIT_S):
+        """(rank, error) of the first rank among ``pending`` that turns out dead within ``timeout_s``, else None."""
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            done, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            for ref in done:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    return refs.index(ref), e
+                except BaseException:
+                    pass
+        return None
+
 
