@@ -186,6 +186,10 @@ class MegatronTrainerSettings(RankSettings):
     pipeline_parallel: int = Field(1, ge=1, description="stages the layers are split into (megatron PP)")
     expert_parallel: int = Field(1, ge=1, description="ranks the experts of each MoE layer are spread over "
                                                       "(megatron EP)")
+    micro_batches: int = Field(1, ge=1, description="micro-batches each data-parallel rank splits its rows into: "
+                                                    "megatron's schedule overlaps them across pipeline stages (1F1B) "
+                                                    "and a rank holds one micro-batch's activations per stage in "
+                                                    "flight; the same update")
 
     @model_validator(mode="after")
     def _sizes_fit(self):

@@ -108,6 +108,7 @@ class MegatronRank:
         self.dp, self.dp_rank = ps.get_data_parallel_world_size(), ps.get_data_parallel_rank()
         self.tp, self.tp_rank = ps.get_tensor_model_parallel_world_size(), ps.get_tensor_model_parallel_rank()
         self.last_stage = ps.is_pipeline_last_stage()
+        self.micro_batches = s.micro_batches
         self.cfg = cfg
         self.hf_config = copy.deepcopy(model.config)
         self.tcfg = megatron_config_from_hf(self.hf_config, aux_loss_coeff=aux_loss_coeff, routing_replay=True,
@@ -185,18 +186,16 @@ class MegatronRank:
         return [routes[:, s0:s1, i, :].transpose(0, 1).reshape(-1, self.topk).contiguous() for i in self.moe_index]
 
     @contextmanager
-    def _routing(self, routes: torch.Tensor | None, width: int, record: bool = False):
+    def _routing(self, replay: bool, record: bool = False):
+        """Megatron's Router Replay action for the forwards inside: replay (each forward's targets in
+        ``_fill_targets``, set just before it), record, or neither (free routing)."""
         from megatron.core.transformer.moe.router_replay import RouterReplayAction
         try:
-            if record:
+            if record or replay:
                 for rp in self.replays:
                     rp.clear_indices()
-                    rp.set_router_replay_action(RouterReplayAction.RECORD)
-            elif routes is not None:
-                self._fill_targets = self._layer_targets(routes, width)
-                for rp in self.replays:
-                    rp.clear_indices()
-                    rp.set_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
+                    rp.set_router_replay_action(RouterReplayAction.RECORD if record
+                                                else RouterReplayAction.REPLAY_FORWARD)
             yield
         finally:
             self._fill_targets = [None] * len(self.routers)
@@ -209,18 +208,19 @@ class MegatronRank:
     def _rows(self, batch: dict) -> tuple[list[int], int]:
         """This data-parallel rank's rows, and how many of them are its own: the rest repeat the batch's shortest
         row with a zero weight, so that every data-parallel rank runs as many rows as the first (megatron's
-        token dispatcher gathers equal shapes across them)."""
+        token dispatcher gathers equal shapes across them), a multiple of ``micro_batches``."""
         B = batch["input_ids"].shape[0]
         mine = torch.arange(B).tensor_split(self.dp)[self.dp_rank].tolist()
-        n = -(-B // self.dp)
+        n = -(-(-(-B // self.dp)) // self.micro_batches) * self.micro_batches     # ceil(B/dp), to a multiple of m
         shortest = int(batch["attention_mask"].sum(1).argmin())
         return mine + [shortest] * (n - len(mine)), len(mine)
 
     def _run(self, batch: dict, rows: list[int], routes, temperature: float, seed: torch.Tensor | None = None,
              record: bool = False):
-        """Rows ``rows`` through the pipeline schedule: ``(logp, entropy, routes)`` ``[rows, L-1]`` on the last
-        stage (None elsewhere; routes with ``record``: ``[rows, L, n_moe, k]``, zero where another rank's
-        routers decided). With ``seed`` ``[rows, L-1]``, also the backward of ``sum(logp * seed)``."""
+        """Rows ``rows`` through the pipeline schedule, in ``micro_batches`` equal micro-batches:
+        ``(logp, entropy, routes)`` ``[rows, L-1]`` on the last stage (None elsewhere; routes with ``record``:
+        ``[rows, L, n_moe, k]``, zero where another rank's routers decided). With ``seed`` ``[rows, L-1]``, also
+        the backward of ``sum(logp * seed)``."""
         from megatron.core.pipeline_parallel import get_forward_backward_func
         from megatron.core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
         ids = batch["input_ids"][rows].to(self.device)
@@ -232,39 +232,53 @@ class MegatronRank:
             attn = torch.nn.functional.pad(attn, (0, width - L))
         pos = torch.arange(width, dtype=torch.long, device=self.device).unsqueeze(0).expand(n, width)
         mask = attention_mask_4d(attn)
-        out: dict = {}
+        m = self.micro_batches
+        per = n // m                                  # _rows padded the rows to a multiple of m
+        own_routes = None if routes is None else routes[rows]
+        lp, en, rec = [None] * m, [None] * m, [None] * m
 
-        def on_logits(logits):
+        def on_logits(j: int, logits):
             if self.tp > 1:
-                logits = gather_from_tensor_model_parallel_region(logits)      # [n, width, V]
+                logits = gather_from_tensor_model_parallel_region(logits)      # [per, width, V]
             logprobs = torch.log_softmax(logits[:, :L - 1].float() / temperature, dim=-1)
-            logp = logprobs.gather(-1, ids[:, 1:L].unsqueeze(-1)).squeeze(-1)
-            out["logp"] = logp.detach()
-            out["entropy"] = -(logprobs.exp() * logprobs).sum(-1).detach()
+            logp = logprobs.gather(-1, ids[j * per:(j + 1) * per, 1:L].unsqueeze(-1)).squeeze(-1)
+            lp[j], en[j] = logp.detach(), -(logprobs.exp() * logprobs).sum(-1).detach()
             if seed is None:
                 return logp.sum() * 0.0, {}
-            # megatron's gradient reduction divides by the data-parallel size; the seed is this rank's share
-            return (logp * seed).sum() * self.dp, {}
+            # megatron's gradient reduction divides by the data-parallel size and its schedule by the number of
+            # micro-batches; the seed is this rank's share of the whole batch's gradient
+            return (logp * seed[j * per:(j + 1) * per]).sum() * (self.dp * m), {}
 
-        def step(_data, model):
-            return model(ids, pos, mask), on_logits
+        def step(chunks, model):
+            j = next(chunks)
+            part = slice(j * per, (j + 1) * per)
+            if own_routes is not None:              # this micro-batch's routes, read by the routers' fill hooks
+                self._fill_targets = self._layer_targets(own_routes[part], width)
+            out = model(ids[part], pos[part], mask[part])
+            if record:                              # this stage's routers recorded this micro-batch just now
+                rec[j] = [rp.get_recorded_indices().clone() for rp in self.replays]
+            return out, functools.partial(on_logits, j)
 
-        with self._routing(None if routes is None else routes[rows], width, record=record):
+        with self._routing(replay=own_routes is not None, record=record):
             if seed is not None:
                 self.ddp.zero_grad_buffer()
-            get_forward_backward_func()(forward_step_func=step, data_iterator=iter([None]), model=[self.ddp],
-                                        num_microbatches=1, seq_length=width, micro_batch_size=n,
+            get_forward_backward_func()(forward_step_func=step, data_iterator=iter(range(m)), model=[self.ddp],
+                                        num_microbatches=m, seq_length=width, micro_batch_size=per,
                                         forward_only=seed is None)
-            if record:
-                s0, s1 = self._chunk(width)
-                full = torch.zeros(n, width, self.n_moe_layers, self.topk, dtype=torch.long, device=self.device)
-                for i, rp in zip(self.moe_index, self.replays):
-                    full[:, s0:s1, i] = rp.get_recorded_indices().reshape(s1 - s0, n, self.topk).transpose(0, 1)
-                out["routes"] = full[:, :L]
         if seed is not None:
             from megatron.core.distributed import finalize_model_grads
             finalize_model_grads([self.ddp])
-        return out.get("logp"), out.get("entropy"), out.get("routes")
+        routes_out = None
+        if record:
+            s0, s1 = self._chunk(width)
+            routes_out = torch.zeros(n, width, self.n_moe_layers, self.topk, dtype=torch.long, device=self.device)
+            for j in range(m):
+                for i, r in zip(self.moe_index, rec[j]):
+                    routes_out[j * per:(j + 1) * per, s0:s1, i] = r.reshape(s1 - s0, per, self.topk).transpose(0, 1)
+            routes_out = routes_out[:, :L]
+        if lp[0] is None:                            # not the last stage
+            return None, None, routes_out
+        return torch.cat(lp), torch.cat(en), routes_out
 
     def _whole(self, batch: dict, routes, temperature: float, record: bool = False):
         """Pass 1 (no gradients): the whole batch's ``(logp, entropy)`` ``[B, L-1]`` (and with ``record`` its

@@ -99,7 +99,7 @@ def one_rank(hf_model, batch):
 def assert_same(a: dict, b: dict, start, batch, steps: int = 2):
     """Two runs agree: log-probs and entropies to 1e-5, routes exactly, gradients to 1e-5 of the largest
     entry, metrics to 1e-5 relative, weights after the steps to 1% of how far they moved from ``start`` (a
-    model or its weights)."""
+    model or its weights; all but 1e-4 of the elements, see below)."""
     valid = batch["attention_mask"][:, 1:].bool()
     for k in ("old", "ent", "replayed"):
         assert float((a[k] - b[k])[valid].abs().max()) <= 1e-5, k
@@ -116,13 +116,21 @@ def assert_same(a: dict, b: dict, start, batch, steps: int = 2):
     start = start if isinstance(start, dict) else start.state_dict()
     moved = max(float((a["weights"][k] - start[k]).abs().max()) for k in start)
     assert moved > 1e-4
-    assert max(float((a["weights"][k] - b["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
+    # AdamW's step is ~lr * g / (|g| + eps): an element whose gradient is itself at rounding level moves by a
+    # rounding-dependent amount (summing in micro-batches changes the rounding): so all but 1e-4 of the
+    # elements within 1% of how far the weights moved, and none beyond 5%
+    diff = torch.cat([(a["weights"][k] - b["weights"][k]).abs().flatten() for k in start])
+    assert float(diff.max()) <= 0.05 * moved
+    assert float((diff > 0.01 * moved).float().mean()) <= 1e-4
     assert a["steps"] == b["steps"] == steps
 
 
-@pytest.mark.parametrize("sizes", [{"tensor_parallel": 2}, {"expert_parallel": 2}, {"pipeline_parallel": 2}],
-                         ids=["tp2", "ep2", "pp2"])
+@pytest.mark.parametrize("sizes", [{"tensor_parallel": 2}, {"expert_parallel": 2, "micro_batches": 2},
+                                   {"pipeline_parallel": 2, "micro_batches": 3}],
+                         ids=["tp2", "ep2-mb2", "pp2-mb3"])
 def test_two_ranks_compute_what_one_rank_computes(ray_up, hf_model, batch, one_rank, sizes):
+    """Pipeline stages with 3 micro-batches run megatron's 1F1B schedule (6 rows: one zero-weighted padding row);
+    the expert-parallel ranks split their 3 and 2 rows into 2 micro-batches each (4 rows, padded)."""
     with threads(1):
         two = run_all(hf_model, batch, cfg_for(ranks=2, **sizes))
     assert_same(one_rank, two, hf_model, batch)
@@ -154,6 +162,12 @@ def test_a_state_saved_at_one_set_of_sizes_resumes_at_another(ray_up, hf_model, 
                                                                                      for n, t in v.items()}
                                                                                  for k, v in state["adam"].items()}})
     assert max(float((again["weights"][k] - fresh["weights"][k]).abs().max()) for k in start) > 0.1 * moved
+
+
+def test_micro_batches_in_one_rank_compute_the_same_update(hf_model, batch, one_rank):
+    with threads(1):
+        split = run_all(hf_model, batch, cfg_for(ranks=1, micro_batches=2))
+    assert_same(one_rank, split, hf_model, batch)
 
 
 def test_sizes_the_model_or_world_cannot_take_are_refused(hf_model):
