@@ -44,7 +44,8 @@ from torch import nn
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean, policy_loss
-from compass.rl.trainer.base import TRAINER_BACKENDS, TrainerBackend, register_trainer_backend  # noqa: F401
+from compass.rl.trainer.base import TRAINER_BACKENDS, register_trainer_backend  # noqa: F401
+from compass.rl.trainer.ranked import RankedTrainer
 from compass.rl.trainer.torch_trainer import _replay, _rows, token_micro_batches
 
 PREFIX = "policy."          # the HF model's place inside the FSDP root (_Policy.policy)
@@ -296,89 +297,22 @@ def _cloned(obj):
 
 
 @register_trainer_backend("fsdp")
-class FsdpTrainer(TrainerBackend):
-    """The controller's handle on the ranks: each protocol call runs on all of them, rank 0 answers."""
+class FsdpTrainer(RankedTrainer):
+    """The controller's handle on the FSDP ranks (:class:`compass.rl.trainer.ranked.RankedTrainer`)."""
     name = "fsdp"
-    updates_model_in_place = False          # the ranks train their own (sharded) copies
 
     def __init__(self, model, cfg):
         from compass.lm.model_payload import model_payload
         s = cfg.trainer.backend
-        self.ranks = s.ranks
-        self.group = None
-        self._local: FsdpRank | None = None
         payload = model_payload(model)
         if s.ranks == 1:                    # a group of one in this process: no Ray, no port
             from compass.dist.process_group import default_backend, join
             join(default_backend(resolve_device(s.device)), 0, 1)
-            self._local = FsdpRank(payload, cfg)
-        else:
-            from compass.dist.rank_group import RankGroup
-            bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
-            # ranks told to compute on the CPU join over gloo even where they see a GPU (NCCL takes no CPU tensors)
-            self.group = RankGroup(FsdpRank, (payload, cfg), world_size=s.ranks, bundle=bundle,
-                                   strategy=s.placement, threads=s.threads_per_rank,
-                                   backend="gloo" if s.device == "cpu" else "auto",
-                                   what=f"fsdp trainer ({s.ranks} ranks)")
-
-    @property
-    def restarts(self) -> int:
-        return 0 if self.group is None else self.group.restarts
-
-    @property
-    def on_ray(self) -> bool:
-        """Ranks in Ray actors: a rank's death is a RankDied, and :meth:`restart` builds a new group."""
-        return self.group is not None
-
-    def restart(self) -> None:
-        if self.group is None:
-            raise RuntimeError("fsdp trainer: one in-process rank has nothing to restart")
-        self.group.restart()
-
-    def _call(self, method: str, *args):
-        if self._local is not None:
-            return getattr(self._local, method)(*args)
-        return self.group.call(method, *args)[0]
-
-    def logprobs(self, batch, routes=None):
-        return self._call("logprobs", batch, routes)
-
-    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
-        return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
-
-    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, torch.Tensor]:
-        """The batch's whole gradient under Hugging Face names, no step (:meth:`FsdpRank.gradients`)."""
-        return self._call("gradients", batch, advantages, old_logp, cfg, routes, old_entropy)
-
-    def pre_step_logprobs(self):
-        return self._call("pre_step_logprobs")
-
-    def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return self._call("hf_state_dict")
-
-    def hf_state_dict_ref(self):
-        """With ranks on Ray: rank 0's gathered weights left in the object store, for a rollout pool that takes
-        weight refs (its actors read them there; no copy through the controller). None in process."""
-        return None if self.group is None else self.group.call_ref("hf_state_dict")
-
-    def state_dict(self) -> dict:
-        return self._call("state_dict")
-
-    def load_state_dict(self, state: dict) -> None:
-        self._call("load_state_dict", state)
-
-    @property
-    def steps(self) -> int:
-        return self._local.steps if self._local is not None else self.group.call("__getattribute__", "steps")[0]
-
-    def rank_pids(self) -> list[int]:
-        """The ranks' process ids (fault-injection tests kill one)."""
-        return [self._local.pid()] if self._local is not None else self.group.pids()
-
-    def close(self) -> None:
-        if self.group is not None:
-            self.group.close()
-        self._local = None
+            self._in_process(FsdpRank(payload, cfg))
+            return
+        # ranks told to compute on the CPU join over gloo even where they see a GPU (NCCL takes no CPU tensors)
+        self._on_ray(FsdpRank, (payload, cfg), s, backend="gloo" if s.device == "cpu" else "auto",
+                     what=f"fsdp trainer ({s.ranks} ranks)")
 
 
 __all__ = ["FsdpRank", "FsdpTrainer", "decoder_layers", "shard"]

@@ -59,7 +59,8 @@ from compass.lm.megatron_convert import (build_gpt_model, hf_to_megatron, megatr
 from compass.lm.megatron_parallel import (ParallelSizes, cut, gated_fc1, gather_full_state, init_parallel,
                                          is_tied_copy, load_full_state, source_name, tp_part)
 from compass.rl.algos.losses import masked_mean, policy_loss
-from compass.rl.trainer.base import TrainerBackend, register_trainer_backend
+from compass.rl.trainer.base import register_trainer_backend
+from compass.rl.trainer.ranked import RankedTrainer
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -460,57 +461,26 @@ class MegatronRank:
 
 
 @register_trainer_backend("megatron")
-class MegatronTrainer(TrainerBackend):
-    """The controller's handle on the ranks: each protocol call runs on all of them, rank 0 answers."""
+class MegatronTrainer(RankedTrainer):
+    """The controller's handle on the megatron ranks (:class:`compass.rl.trainer.ranked.RankedTrainer`)."""
 
     name = "megatron"
-    updates_model_in_place = False          # the ranks train their own megatron copies
 
     def __init__(self, model, cfg, *, aux_loss_coeff: float = 0.0):
         from compass.lm.model_payload import model_payload
         s = _settings(cfg)
-        self.ranks = s.ranks
-        self.group = None
-        self._local: MegatronRank | None = None
         if s.ranks == 1:                    # in this process: no Ray, no port
-            self._local = MegatronRank(model, cfg, aux_loss_coeff=aux_loss_coeff)
-        else:
-            from compass.dist.rank_group import RankGroup
-            ParallelSizes(s.tensor_parallel, s.pipeline_parallel, s.expert_parallel).check(s.ranks, model.config)
-            bundle = {"CPU": s.cpus_per_rank, "GPU": s.gpus_per_rank}
-            factory = functools.partial(MegatronRank, aux_loss_coeff=aux_loss_coeff)
-            self.group = RankGroup(factory, (model_payload(model), cfg), world_size=s.ranks, bundle=bundle,
-                                   strategy=s.placement, threads=s.threads_per_rank,
-                                   backend="gloo" if not s.gpus_per_rank else "auto",
-                                   what=f"megatron trainer ({s.ranks} ranks: tensor {s.tensor_parallel}, pipeline "
-                                        f"{s.pipeline_parallel}, expert {s.expert_parallel})")
-
-    @property
-    def restarts(self) -> int:
-        return 0 if self.group is None else self.group.restarts
-
-    @property
-    def on_ray(self) -> bool:
-        """Ranks in Ray actors: a rank's death is a RankDied, and :meth:`restart` builds a new group."""
-        return self.group is not None
-
-    def restart(self) -> None:
-        if self.group is None:
-            raise RuntimeError("megatron trainer: one in-process rank has nothing to restart")
-        self.group.restart()
-
-    def _call(self, method: str, *args):
-        if self._local is not None:
-            return getattr(self._local, method)(*args)
-        return self.group.call(method, *args)[0]
+            self._in_process(MegatronRank(model, cfg, aux_loss_coeff=aux_loss_coeff))
+            return
+        ParallelSizes(s.tensor_parallel, s.pipeline_parallel, s.expert_parallel).check(s.ranks, model.config)
+        self._on_ray(functools.partial(MegatronRank, aux_loss_coeff=aux_loss_coeff), (model_payload(model), cfg), s,
+                     backend="gloo" if not s.gpus_per_rank else "auto",
+                     what=f"megatron trainer ({s.ranks} ranks: tensor {s.tensor_parallel}, pipeline "
+                          f"{s.pipeline_parallel}, expert {s.expert_parallel})")
 
     @property
     def n_moe_layers(self) -> int:
-        return self._local.n_moe_layers if self._local is not None else \
-            self.group.call("__getattribute__", "n_moe_layers")[0]
-
-    def logprobs(self, batch, routes=None):
-        return self._call("logprobs", batch, routes)
+        return self._attribute("n_moe_layers")
 
     def logprobs_with_routes(self, batch):
         return self._call("logprobs_with_routes", batch)
@@ -518,43 +488,6 @@ class MegatronTrainer(TrainerBackend):
     def record_routes(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The experts megatron's routers pick freely: ``[B, L, n_moe, k]`` long (None for a dense model)."""
         return self.logprobs_with_routes(batch)[2]
-
-    def update(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, float]:
-        return self._call("update", batch, advantages, old_logp, cfg, routes, old_entropy)
-
-    def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None) -> dict[str, torch.Tensor]:
-        """The batch's whole gradient under Hugging Face names, no step (:meth:`MegatronRank.gradients`)."""
-        return self._call("gradients", batch, advantages, old_logp, cfg, routes, old_entropy)
-
-    def pre_step_logprobs(self):
-        return self._call("pre_step_logprobs")
-
-    def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return self._call("hf_state_dict")
-
-    def hf_state_dict_ref(self):
-        """With ranks on Ray: rank 0's gathered weights left in the object store (no copy through the
-        controller). None in process."""
-        return None if self.group is None else self.group.call_ref("hf_state_dict")
-
-    def state_dict(self) -> dict:
-        return self._call("state_dict")
-
-    def load_state_dict(self, state: dict) -> None:
-        self._call("load_state_dict", state)
-
-    @property
-    def steps(self) -> int:
-        return self._local.steps if self._local is not None else self.group.call("__getattribute__", "steps")[0]
-
-    def rank_pids(self) -> list[int]:
-        """The ranks' process ids (fault-injection tests kill one)."""
-        return [self._local.pid()] if self._local is not None else self.group.pids()
-
-    def close(self) -> None:
-        if self.group is not None:
-            self.group.close()
-        self._local = None
 
 
 __all__ = ["MegatronRank", "MegatronTrainer", "attention_mask_4d"]

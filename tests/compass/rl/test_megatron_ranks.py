@@ -12,37 +12,15 @@ import torch
 
 from tests.compass.rl.test_fsdp_trainer import _own_process_group  # noqa: F401  (autouse)
 from tests.compass.rl.test_ray import ray_up, threads  # noqa: F401  (a loopback Ray of 2 CPUs)
-from tests.compass.rl.test_trainer_megatron import TEXT, per_token
+# the tiny Qwen3-MoE of the one-rank tests: 4 heads over 2 KV heads, 4 experts top-2, 2 layers, vocabulary 300,
+# weights drawn large (routing and log-probs far from uniform): every size here (2) divides what it cuts
+from tests.compass.rl.test_trainer_megatron import hf_model, per_token, tok  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 warnings.filterwarnings("ignore", message=".*Transformer Engine.*")
 
 # each rank one torch thread, the in-process rank too; two groups of 2 fit the loopback Ray's 2 CPUs
 RANKS = {"kind": "megatron", "threads_per_rank": 1, "cpus_per_rank": 0.5}
-
-
-@pytest.fixture(scope="module")
-def tok():
-    from compass.lm.model_config import TokenizerConfig
-    from compass.lm.model_factory import build_tokenizer
-    return build_tokenizer(TEXT, TokenizerConfig(vocab_size=300, min_frequency=1))
-
-
-@pytest.fixture(scope="module")
-def hf_model(tok):
-    """4 heads over 2 KV heads, 4 experts top-2, 2 layers: every size here (2) divides what it cuts."""
-    from compass.lm.model_config import ModelConfig
-    from compass.lm.model_factory import build_model
-    cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=32,
-                      intermediate_size=128, num_experts=4, experts_per_token=2, expert_size=32, max_positions=128)
-    model = build_model(cfg, tok, seed=0)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():           # larger weights: routing and log-probs far from uniform, so differences show
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.15 if p.dim() >= 2 else 1.0 + 0.3 * torch.randn(p.shape,
-                                                                                                      generator=g))
-    assert model.config.vocab_size % 2 == 0
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
