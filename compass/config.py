@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from compass.credentials import CredentialsInConfig
@@ -37,6 +37,31 @@ class ComputeSettings(StrictModel):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 on a GPU, fp32 on the CPU; bf16 is mixed precision (fp32 master weights, "
                             "gradients and optimizer state; the forward and backward under autocast)")
+
+
+class RankSettings(StrictModel):
+    """Where a trainer's ranks run: one in this process (``ranks: 1``), or ``ranks`` Ray actors in a placement
+    group (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU. The RL trainers' ``trainer.backend``
+    and the SFT loop's settings (sft, genrm warm start) take these keys."""
+    ranks: int = Field(1, ge=1, description="trainer processes (ranks) in one torch.distributed group")
+    gpus_per_rank: float = Field(0.0, ge=0, description="with ranks > 1: Ray GPUs each rank reserves (1 on a "
+                                                        "GPU cluster; 0 on the CPU)")
+    cpus_per_rank: float = Field(1.0, ge=0, description="with ranks > 1: Ray CPUs each rank reserves")
+    threads_per_rank: int | None = Field(None, ge=1, description="torch threads per rank (None: Ray's default "
+                                                                 "for the actor)")
+    placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
+        "PACK", description="Ray placement-group strategy for the ranks: PACK fills a node first, SPREAD puts "
+                            "them on different nodes, STRICT_* refuses otherwise")
+
+    @model_validator(mode="after")
+    def _reserves_something(self):
+        if 0 < self.gpus_per_rank < 1:
+            raise ValueError(f"gpus_per_rank {self.gpus_per_rank}: a rank takes whole GPUs (NCCL "
+                             f"refuses two ranks on one GPU)")
+        if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
+            raise ValueError("ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
+                             "placement group bundle must reserve something)")
+        return self
 
 
 class ConfigError(ValueError):

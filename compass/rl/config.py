@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compass.config import DEVICE_PATTERN, ComputeSettings, StrictModel, moved_key_error
+from compass.config import DEVICE_PATTERN, ComputeSettings, RankSettings, StrictModel, moved_key_error
 
 
 class BalanceConfig(StrictModel):
@@ -131,30 +131,6 @@ class TorchTrainerSettings(ComputeSettings):
     activation_checkpointing: bool = Field(False, description="keep each layer's input only and recompute the "
                                                               "layer in the backward: activation memory of one "
                                                               "layer, for one more forward per update")
-
-
-class RankSettings(StrictModel):
-    """Where a trainer's ranks run: one in this process (``ranks: 1``), or ``ranks`` Ray actors in a placement
-    group (compass.dist.rank_group), NCCL between GPUs and gloo on the CPU."""
-    ranks: int = Field(1, ge=1, description="trainer processes (ranks) in one torch.distributed group")
-    gpus_per_rank: float = Field(0.0, ge=0, description="with ranks > 1: Ray GPUs each rank reserves (1 on a "
-                                                        "GPU cluster; 0 on the CPU)")
-    cpus_per_rank: float = Field(1.0, ge=0, description="with ranks > 1: Ray CPUs each rank reserves")
-    threads_per_rank: int | None = Field(None, ge=1, description="torch threads per rank (None: Ray's default "
-                                                                 "for the actor)")
-    placement: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = Field(
-        "PACK", description="Ray placement-group strategy for the ranks: PACK fills a node first, SPREAD puts "
-                            "them on different nodes, STRICT_* refuses otherwise")
-
-    @model_validator(mode="after")
-    def _reserves_something(self):
-        if 0 < self.gpus_per_rank < 1:
-            raise ValueError(f"trainer.backend.gpus_per_rank {self.gpus_per_rank}: a rank takes whole GPUs (NCCL "
-                             f"refuses two ranks on one GPU)")
-        if self.ranks > 1 and not (self.gpus_per_rank or self.cpus_per_rank):
-            raise ValueError("trainer.backend.ranks > 1 needs gpus_per_rank or cpus_per_rank above 0 (a Ray "
-                             "placement group bundle must reserve something)")
-        return self
 
 
 class FsdpTrainerSettings(TorchTrainerSettings, RankSettings):

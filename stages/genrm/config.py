@@ -1,6 +1,6 @@
 from pydantic import Field
 
-from compass.config import ComputeSettings, StrictModel
+from compass.config import ComputeSettings, RankSettings, StrictModel
 from compass.rl.config import RLConfig
 
 
@@ -16,9 +16,11 @@ class BradleyTerryConfig(StrictModel):
     lr: float = Field(1e-3, gt=0)
 
 
-class GenRMConfig(ComputeSettings):
+class GenRMConfig(ComputeSettings, RankSettings):
     """Generative reward model: a warm start on programmatic rationales, then GRPO on verdict correctness
-    (paper §2.5.2), judged on held-out pairs beside a Bradley–Terry baseline."""
+    (paper §2.5.2), judged on held-out pairs beside a Bradley–Terry baseline. ``ranks`` > 1: the warm start on
+    that many data-parallel ranks on Ray (FSDP2, compass.lm.sft.worker); the GRPO step's ranks are
+    ``grpo.trainer.backend`` (kind fsdp or megatron)."""
     seed: int = 0
     holdout_fraction: float = Field(0.2, ge=0, lt=1, description="share of pairs held out (by a hash of the id)")
     # warm start (SFT on structured judgements)

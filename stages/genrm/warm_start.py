@@ -75,7 +75,8 @@ def warm_start(model, tok, rows: list[dict], config, state_dir, log: logging.Log
     m = train_sft(model, tok, encoded, steps=config.steps, batch_size=config.batch_size, lr=config.lr,
                   warmup_steps=config.warmup_steps, weight_decay=0.0, grad_clip=config.grad_clip, seed=config.seed,
                   log_every=config.log_every, logger=log, desc="genrm warm start", packing=config.packing,
-                  min_lr_ratio=config.min_lr_ratio, device=config.device, precision=config.precision)
+                  min_lr_ratio=config.min_lr_ratio, device=config.device, precision=config.precision,
+                  ranks=config)
     losses = m["losses"]
     k = min(5, len(losses))
     metrics = {"warm_start_steps": config.steps, "warm_start_examples": len(encoded),

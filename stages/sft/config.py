@@ -2,11 +2,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compass.config import ComputeSettings
+from compass.config import ComputeSettings, RankSettings
 
 
-class SFTConfig(ComputeSettings):
-    """Supervised fine-tuning on (prompt, response) pairs; defaults are small, fast values for tests."""
+class SFTConfig(ComputeSettings, RankSettings):
+    """Supervised fine-tuning on (prompt, response) pairs; defaults are small, fast values for tests. ``ranks`` > 1:
+    the torch backend on that many data-parallel ranks on Ray, sharded with FSDP2 (compass.lm.sft.worker)."""
     seed: int = 0
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer: torch (the HF model) or megatron "
                                                   "(a megatron-core GPTModel converted from it, as the RL engine's "
@@ -48,6 +49,13 @@ class SFTConfig(ComputeSettings):
     eval_max_prompts_per_suite: int | None = Field(32, ge=1, description="cap on eval prompts per suite "
                                                                          "(None: all)")
     eval_base: bool = Field(False, description="also score the base checkpoint before training")
+
+    @model_validator(mode="after")
+    def _ranks_shard_torch(self):
+        if self.ranks > 1 and self.backend != "torch":
+            raise ValueError(f"ranks: {self.ranks} shards the torch backend (FSDP2); backend {self.backend!r} trains "
+                             f"on one rank")
+        return self
 
     @model_validator(mode="after")
     def _pack_len_fits(self):

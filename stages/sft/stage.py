@@ -83,7 +83,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
                   eval_every=config.eval_every, state_dir=state_dir, checkpoint_every=config.checkpoint_every,
                   backend=config.backend, device=config.device, precision=config.precision,
                   micro_batch_tokens=config.micro_batch_tokens,
-                  activation_checkpointing=config.activation_checkpointing)
+                  activation_checkpointing=config.activation_checkpointing, ranks=config)
     losses, heldout = m["losses"], m["heldout"]
     k = min(5, len(losses))
     metrics = {
@@ -96,6 +96,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
         "samples_per_step": config.grad_accum_steps * min(config.batch_size, len(train_enc)),
         "grad_accum_steps": config.grad_accum_steps,
         "backend": m["backend"],
+        "ranks": m["ranks"],
         "mode": m["mode"],
         "fallback_reason": m["fallback_reason"],
         "loss_first": losses[0],

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from compass.lm.sft.packing import IGNORE, PackedRow, pack_samples, segment_mask, to_tensors
-from compass.lm.sft.train import Sample, SFTBackend
+from compass.lm.sft.losses import Sample, SFTBackend
 
 
 def one_sample_rows(samples: list[Sample]) -> list[PackedRow]:

@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from compass.dist.fsdp import decoder_layers, full_tensor, fully_shard_summed
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean, policy_loss
@@ -63,37 +64,10 @@ class _Policy(nn.Module):
         return token_logprobs(self.policy, input_ids, attention_mask, temperature, only=only, shared_prefix=False)
 
 
-def decoder_layers(model: nn.Module) -> list[nn.Module]:
-    """The decoder layers of a Hugging Face causal LM (``model.model.layers``): FSDP's units."""
-    layers = getattr(getattr(model, "model", None), "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise ValueError(f"fsdp trainer: {type(model).__name__} has no decoder layers at model.layers "
-                         f"(a Hugging Face causal LM such as Qwen3, Qwen3-MoE, Qwen2 or Llama)")
-    return list(layers)
-
-
 def shard(model: nn.Module, device: torch.device, amp: torch.dtype, cpu_offload: bool = False) -> _Policy:
     """``model`` wrapped in :class:`_Policy` and sharded over the default group's ranks: each decoder layer one
-    FSDP unit, the rest the root's. Gradients are summed across ranks (each rank back-propagates its own
-    share of the batch's gradient)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
-    root = _Policy(model)
-    kw: dict = {"mesh": init_device_mesh(device.type, (dist.get_world_size(),))}
-    if amp != torch.float32:
-        # layers take their inputs as they come (fp32 rotary tables) and compute under the autocast the ranks
-        # run in, as the torch trainer does, rather than FSDP's default cast of every layer input to bf16
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=amp, reduce_dtype=torch.float32, cast_forward_inputs=False)
-    if cpu_offload:
-        kw["offload_policy"] = CPUOffloadPolicy()
-    for layer in decoder_layers(model):
-        fully_shard(layer, **kw)
-    fully_shard(root, **kw)
-    for m in root.modules():
-        if isinstance(m, FSDPModule):
-            m.set_gradient_divide_factor(1.0)
-            m.set_force_sum_reduction_for_comms(True)       # a plain SUM: gloo has no PREMUL_SUM
-    return root
+    FSDP unit, the rest the root's; gradients summed across ranks (:func:`compass.dist.fsdp.fully_shard_summed`)."""
+    return fully_shard_summed(_Policy(model), decoder_layers(model), device, amp, cpu_offload)
 
 
 class FsdpRank:
@@ -222,7 +196,7 @@ class FsdpRank:
         m = self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
         if m["updated"]:
             norm = torch.nn.utils.clip_grad_norm_(self.root.parameters(), cfg.trainer.max_grad_norm)
-            m["grad_norm"] = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+            m["grad_norm"] = float(full_tensor(norm))
             self.optimizer.step()                                                         # 4. step
             self.optimizer.zero_grad(set_to_none=True)
             self.steps += 1
@@ -235,7 +209,7 @@ class FsdpRank:
         out = {}
         for name, p in self.root.named_parameters():
             g = p.grad if p.grad is not None else torch.zeros_like(p)
-            full = g.full_tensor() if hasattr(g, "full_tensor") else g             # a collective: every rank
+            full = full_tensor(g)                                                    # a collective: every rank
             if self.rank == 0:
                 out[name.removeprefix(PREFIX)] = full.detach().cpu()
         self.optimizer.zero_grad(set_to_none=True)
@@ -315,4 +289,4 @@ class FsdpTrainer(RankedTrainer):
                      what=f"fsdp trainer ({s.ranks} ranks)")
 
 
-__all__ = ["FsdpRank", "FsdpTrainer", "decoder_layers", "shard"]
+__all__ = ["FsdpRank", "FsdpTrainer", "shard"]

@@ -14,7 +14,8 @@ from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import policy_loss
 from compass.rl.config import RLConfig
 from compass.rl.trainer.batch import build_batch
-from compass.rl.trainer.fsdp_trainer import FsdpTrainer, decoder_layers
+from compass.dist.fsdp import decoder_layers
+from compass.rl.trainer.fsdp_trainer import FsdpTrainer
 from compass.rl.trainer.torch_trainer import TorchTrainer
 
 LENGTHS = ((4, 6, 3, 5, 4, 2), (5, 3, 7, 2, 6, 4))         # prompt and completion lengths of the six rows

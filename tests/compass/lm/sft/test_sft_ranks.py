@@ -1,0 +1,117 @@
+"""The SFT loop on two data-parallel ranks (Ray actors in a placement group, gloo, FSDP2; the tiny Qwen3-MoE):
+it trains as one process does (per-step losses, held-out losses, weights), with uneven shares and uneven piece
+counts across ranks; a state saved by two ranks resumes in one process; the megatron backend is refused."""
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+
+from compass.config import RankSettings
+from compass.lm.model_factory import ModelConfig, build_model
+from compass.lm.sft.train import train_sft
+from tests.compass.rl.test_ray import ray_up, threads, tok  # noqa: F401  (a loopback Ray of 2 CPUs)
+from tests.helpers import sum_sft_samples
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+log = logging.getLogger("test.sft_ranks")
+# each rank one torch thread, the one-process reference too: float sums then run in the same order where they can
+TWO = RankSettings(ranks=2, threads_per_rank=1, cpus_per_rank=0.5)
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    return build_model(ModelConfig(), tok, seed=4)
+
+
+def _train(model, tok, samples, heldout, ranks, **kw):
+    m = copy.deepcopy(model)
+    args = dict(steps=3, batch_size=5, lr=3e-3, warmup_steps=1, weight_decay=0.0, grad_clip=1.0, seed=7,
+                log_every=10, logger=log, grad_accum_steps=2, heldout=heldout, eval_every=2, device="cpu")
+    with threads(1):
+        out = train_sft(m, tok, samples, ranks=ranks, **{**args, **kw})
+    return m, out
+
+
+def _weights_agree(a, b, start) -> float:
+    """Largest difference between ``a``'s and ``b``'s weights, as a share of the largest move from ``start``."""
+    sa, sb, s0 = a.state_dict(), b.state_dict(), start.state_dict()
+    moved = max(float((sa[k] - s0[k]).abs().max()) for k in sa)
+    assert moved > 1e-4                                 # training moved the weights: the comparison means something
+    return max(float((sa[k] - sb[k]).abs().max()) for k in sa) / moved
+
+
+@pytest.mark.parametrize("packing,micro_batch_tokens", [(True, None), (False, 90)], ids=["packed", "padded-pieces"])
+def test_two_ranks_train_as_one_process(ray_up, tok, model, packing, micro_batch_tokens):
+    """Micro-batches of 5 samples split 3 + 2 over the ranks; with ``micro_batch_tokens`` the ranks cut their
+    shares into different numbers of pieces (the one with fewer runs zero-weighted ones). Packed: the whole
+    model one FSDP unit; padded: each decoder layer one."""
+    samples, heldout = sum_sft_samples(tok, 40, seed=1), sum_sft_samples(tok, 7, seed=2)
+    one, m1 = _train(model, tok, samples, heldout, None, packing=packing, micro_batch_tokens=micro_batch_tokens)
+    two, m2 = _train(model, tok, samples, heldout, TWO, packing=packing, micro_batch_tokens=micro_batch_tokens)
+    assert m2["ranks"] == 2 and m1["ranks"] == 1
+    assert m2["mode"] == m1["mode"] == ("packed" if packing else "padded")
+    assert m2["losses"] == pytest.approx(m1["losses"], rel=1e-5)
+    assert [h["step"] for h in m2["heldout"]] == [0, 2, 3]
+    assert [h["loss"] for h in m2["heldout"]] == pytest.approx([h["loss"] for h in m1["heldout"]], rel=1e-5)
+    assert (m2["tokens"], m2["supervised_tokens"]) == (m1["tokens"], m1["supervised_tokens"])
+    assert m2["padded_tokens"] >= m2["tokens"]          # each rank pads its own share: not one process's count
+    assert _weights_agree(two, one, model) < 1e-3
+
+
+def test_a_state_saved_by_two_ranks_resumes_in_one_process(ray_up, tok, model, tmp_path):
+    """Killed after step 2 of 4 on two ranks (state saved at step 2), the run goes on in one process from that
+    state and ends where an uninterrupted one-process run ends."""
+    samples = sum_sft_samples(tok, 30, seed=3)
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_2(done):
+        if done == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        _train(model, tok, samples, None, TWO, steps=4, state_dir=tmp_path, checkpoint_every=2, on_step=kill_after_2,
+               packing=True)
+    resumed, mr = _train(model, tok, samples, None, None, steps=4, state_dir=tmp_path, checkpoint_every=2,
+                         packing=True)
+    whole, mw = _train(model, tok, samples, None, None, steps=4, packing=True)
+    assert mr["resumed_from_step"] == 2 and mw["resumed_from_step"] is None
+    assert mr["losses"] == pytest.approx(mw["losses"], rel=1e-5)
+    assert _weights_agree(resumed, whole, model) < 1e-3
+
+
+def test_ranks_shard_the_torch_backend_only(tok, model):
+    with pytest.raises(ValueError, match="ranks: 2 shards the torch backend"):
+        train_sft(copy.deepcopy(model), tok, sum_sft_samples(tok, 4), steps=1, batch_size=2, lr=1e-3, warmup_steps=0,
+                  weight_decay=0.0, grad_clip=1.0, seed=0, log_every=1, logger=log, backend="megatron", ranks=TWO)
+
+
+def test_the_sft_stage_on_two_ranks(ray_up, tok, model, tmp_path, monkeypatch):
+    """``ranks: 2`` in the stage's config: the stage trains on two ranks and saves the trained checkpoint."""
+    import pyarrow as pa
+    from compass.lm.model_factory import load_checkpoint
+    from compass.store.store import ArtifactStore
+    from stages.sft import stage as sft
+    from stages.sft.config import SFTConfig
+    from tests.helpers import commit_checkpoint, commit_table
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    store = ArtifactStore(str(tmp_path / "a"))
+    rows = [{"id": f"m{i}", "domain": "math", "task": "arith", "language": "en", "prompt": f"{i}+1=?",
+             "response": f"<think>{i}+1</think>{i + 1}"} for i in range(24)]
+    inputs = {"base": commit_checkpoint(store, "base_ckpt", model, tok),
+              "data": commit_table(store, "sft_samples", "sft_data", pa.Table.from_pylist(rows))}
+    cfg = SFTConfig(steps=3, batch_size=4, ranks=2, cpus_per_rank=0.5, threads_per_rank=1, device="cpu")
+    res = sft.run(cfg, inputs, store, output_names={"checkpoint": "sft_ckpt"})
+    assert res.status == "ran"
+    out = store.open(res.outputs["checkpoint"])
+    assert out.manifest.extra["ranks"] == 2 and out.manifest.extra["steps"] == 3
+    trained, _ = load_checkpoint(out.local_dir())
+    moved = max(float((v - model.state_dict()[k]).abs().max()) for k, v in trained.state_dict().items())
+    assert moved > 1e-4
+    with pytest.raises(ValueError, match="shards the torch backend"):
+        SFTConfig(ranks=2, backend="megatron")
