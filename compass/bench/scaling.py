@@ -13,8 +13,9 @@ makes it exact for every loss; compass/rl/trainer/fsdp_trainer.py), so ``fsdp 1 
 thread`` is that overhead.
 
 Weight sync to W rollout workers (``rollout.workers``: Ray actors with the ``hf`` backend): the median seconds
-of ``RayRolloutPool.sync_weights`` (one copy into Ray's object store, every worker loads it), for each W of
-``--workers``.
+of ``RayRolloutPool.sync_weights`` for each W of ``--workers``, by both of its paths side by side:
+``object_store`` (one copy into Ray's object store, every worker loads it) and ``broadcast`` (this process and
+the W workers in one gloo group, the weights broadcast in buckets; NCCL on GPUs).
 
 The model is a Qwen3-MoE of the tiny world's family, larger (``--quick``: the tiny one). On a CPU these
 figures say how the code scales on this machine's cores, not what a GPU cluster does: there the ranks talk
@@ -127,25 +128,30 @@ def main(argv: list[str]) -> int:
     mb = sum(v.numel() * v.element_size() for v in sd.values()) / 2**20
     sync_rows = []
     for w in workers:
-        pool = RayRolloutPool("hf", model, tok, workers=w, threads_per_worker=1, dtype="float32")
-        try:
-            pool.sync_weights(sd)                         # untimed: the first load
-            times = []
-            for _ in range(syncs):
-                t0 = time.perf_counter()
-                pool.sync_weights(sd)
-                times.append(time.perf_counter() - t0)
-        finally:
-            pool.close()
-        sync_rows.append({"workers": w, "sync_s": round(statistics.median(times), 4)})
+        row = {"workers": w}
+        for how in ("object_store", "broadcast"):
+            pool = RayRolloutPool("hf", model, tok, workers=w, threads_per_worker=1, dtype="float32", weight_sync=how)
+            try:
+                pool.sync_weights(sd)                         # untimed: the first load (and the group's start)
+                times = []
+                for _ in range(syncs):
+                    t0 = time.perf_counter()
+                    pool.sync_weights(sd)
+                    times.append(time.perf_counter() - t0)
+            finally:
+                pool.close()
+            row[how] = round(statistics.median(times), 4)
+        sync_rows.append(row)
     print(f"\nweight sync, {mb:.1f} MiB fp32, median of {syncs}:")
-    print(f"{'workers':>8} {'sync s':>9} {'per worker s':>13}")
+    print(f"{'workers':>8} {'object store s':>15} {'broadcast s':>12} {'broadcast / store':>18}")
     for r in sync_rows:
-        print(f"{r['workers']:>8} {r['sync_s']:>9.4f} {r['sync_s'] / r['workers']:>13.4f}")
+        print(f"{r['workers']:>8} {r['object_store']:>15.4f} {r['broadcast']:>12.4f} "
+              f"{r['broadcast'] / r['object_store']:>18.2f}")
     head = {"bench": "scaling", "quick": args.quick, "params_m": round(params / 1e6, 2), "tokens": tokens,
             "ranks": R, "update_s_1rank": t_one, f"update_s_{R}ranks": t_r, "speedup": round(speedup, 3),
             "parallel_efficiency": round(speedup / R, 3), f"speedup_vs_torch_{R}threads": round(t_torch_r / t_r, 3),
             "fsdp_overhead_vs_torch_1thread": round(t_one / t_torch1, 3),
-            **{f"sync_s_{r['workers']}workers": r["sync_s"] for r in sync_rows}}
+            **{f"sync_s_{r['workers']}workers": r["object_store"] for r in sync_rows},
+            **{f"broadcast_s_{r['workers']}workers": r["broadcast"] for r in sync_rows}}
     print(json.dumps(head))
     return 0

@@ -133,6 +133,14 @@ class _RolloutActor:
     def sync_weights(self, state_dict: dict) -> None:
         self.backend.sync_weights(state_dict)
 
+    def receive_weights(self, message: dict) -> None:
+        """The weights broadcast by the pool's sender (``weight_transport`` ``collective``), copied into the
+        backend's model as each bucket arrives."""
+        from compass.rl.rollout.weight_transport import Receiver
+        if getattr(self, "_receiver", None) is None:
+            self._receiver = Receiver()
+        self.backend.sync_weights(dict(self._receiver.receive(message)))
+
     def release_memory(self) -> None:
         self.backend.release_memory()
 
@@ -150,6 +158,9 @@ def _own_arrays(c: Completion) -> None:
             setattr(c, field, value.copy())
 
 
+WEIGHT_SYNCS = ("object_store", "broadcast")
+
+
 class RayRolloutPool(RolloutBackend):
     """A :class:`~compass.rl.rollout.base.RolloutBackend` whose work runs in ``workers`` Ray actors."""
     takes_weight_refs = True            # sync_weights passes an ObjectRef on to the actors as is
@@ -157,12 +168,17 @@ class RayRolloutPool(RolloutBackend):
 
     def __init__(self, backend_name: str, model, tok, *, workers: int, threads_per_worker: int = 1,
                  actor_options: dict | None = None, ready_timeout_s: float = 600.0, partitioner: str = "lpt",
-                 max_actor_restarts: int = 3, **options):
+                 max_actor_restarts: int = 3, weight_sync: str = "object_store",
+                 bucket_bytes: int | None = None, **options):
         """``model`` (an HF causal LM) and ``tok`` are copied to every actor; ``options`` go to the
         backend's factory (``dtype``, ``record_routes``, ...); ``actor_options`` to Ray's
         ``.options()`` (default ``{"num_cpus": 0}``). ``partitioner``: how a step's prompts are split
         (:data:`compass.rl.sampling.length_balance.PARTITIONERS`). ``max_actor_restarts``: actors that die are
         replaced this many times in the pool's life (their unfinished samples always go to the live ones).
+        ``weight_sync``: ``object_store`` (each sync put once in Ray's object store, copied by every actor) or
+        ``broadcast`` (this process broadcasts the weights in buckets to every actor at once over a process
+        group of its own: NCCL where this process sees a GPU, gloo otherwise; ``compass.rl.rollout.weight_transport``;
+        ``bucket_bytes`` per broadcast, default its ``DEFAULT_BUCKET_BYTES``).
         Raises ValueError for an unknown backend or partitioner name (before anything starts) or
         ``workers`` < 1; RuntimeError when an actor fails to build or is not placed within
         ``ready_timeout_s``."""
@@ -172,6 +188,8 @@ class RayRolloutPool(RolloutBackend):
             raise ValueError(f"RayRolloutPool: threads_per_worker must be >= 1, got {threads_per_worker}")
         self.backend_cls = get_rollout_backend(backend_name)     # an unknown name fails here, listing the known
         get_partitioner(partitioner)
+        if weight_sync not in WEIGHT_SYNCS:
+            raise ValueError(f"RayRolloutPool: weight_sync {weight_sync!r} is not one of {', '.join(WEIGHT_SYNCS)}")
         ensure_ray()
         options = dict(options)
         if self.backend_cls.runs_model_here or "share" in options:    # the actor's model is a copy: weights must sync
@@ -182,6 +200,8 @@ class RayRolloutPool(RolloutBackend):
         cls = remote_class(_RolloutActor).options(**{"num_cpus": 0, **(actor_options or {})})
         self._make = lambda: cls.remote(backend_name, payload, tok_ref, threads_per_worker, options)
         self._weights = None                  # the last synced weights: a replacement actor loads them
+        self.weight_sync, self._sender, self._bucket_bytes = weight_sync, None, bucket_bytes
+        self.takes_weight_refs = weight_sync == "object_store"      # a broadcast starts from this process
         self.ready_timeout_s = ready_timeout_s
         self.actors = start_actors(self._make, workers, ready_timeout_s, f"rollout pool ({backend_name})")
         self.last_schedule: dict = {}
@@ -267,8 +287,12 @@ class RayRolloutPool(RolloutBackend):
         self.restarts_left -= 1
         ray.kill(self.actors[k])
         (self.actors[k],) = start_actors(self._make, 1, self.ready_timeout_s, f"rollout pool ({self.name})")
+        if self._sender is not None:          # the broadcast group lost a member: the next sync builds a new one
+            self._sender.close()
+            self._sender = None
         if self._weights is not None:
-            ray.get(self.actors[k].sync_weights.remote(self._weights))
+            weights = self._weights if isinstance(self._weights, ray.ObjectRef) else ray.put(self._weights)
+            ray.get(self.actors[k].sync_weights.remote(weights))
 
     def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
                         work: Sequence[float] | None = None) -> Iterator[tuple[int, list[Completion]]]:
@@ -292,10 +316,31 @@ class RayRolloutPool(RolloutBackend):
 
     def sync_weights(self, state_dict) -> None:
         """Load a state dict (HF names), or an ``ObjectRef`` to one, into every actor's model."""
+        if self.weight_sync == "broadcast":
+            self._broadcast(ray.get(state_dict) if isinstance(state_dict, ray.ObjectRef) else state_dict)
+            return
         if not isinstance(state_dict, ray.ObjectRef):
             state_dict = ray.put({k: v.detach().cpu() for k, v in state_dict.items()})
         self._weights = state_dict
         ray.get([a.sync_weights.remote(state_dict) for a in self.actors])
+
+    def _broadcast(self, state_dict: dict) -> None:
+        """``weight_sync: broadcast``: bucket after bucket from this process to every actor at once."""
+        from compass.rl.rollout.weight_transport import make_sender
+        if self._sender is None:
+            size = {} if self._bucket_bytes is None else {"bucket_bytes": self._bucket_bytes}
+            self._sender = make_sender("collective", host=ray.util.get_node_ip_address(), receivers=self.workers,
+                                       **size)
+        message = self._sender.send(state_dict.items())
+        try:
+            ray.get([a.receive_weights.remote({**message, "rank": k + 1}) for k, a in enumerate(self.actors)])
+            self._sender.finish()
+        except BaseException:
+            self._sender.close()              # a group with a member gone cannot be used again
+            self._sender = None
+            raise
+        # a replacement actor loads these (its group is the next sync's): the trainer's tensors as they are then
+        self._weights = state_dict
 
     def release_memory(self) -> None:
         ray.get([a.release_memory.remote() for a in self.actors])
@@ -303,6 +348,9 @@ class RayRolloutPool(RolloutBackend):
     def close(self, timeout_s: float = 60.0) -> None:
         """Close every backend (bounded by ``timeout_s``), then kill the actors. Idempotent."""
         actors, self.actors = self.actors, []
+        if getattr(self, "_sender", None) is not None:
+            self._sender.close()
+            self._sender = None
         if not actors:
             return
         try:

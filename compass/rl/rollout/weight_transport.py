@@ -21,9 +21,11 @@ Methods (``SENDERS`` / ``RECEIVERS``, keyed by name):
 - ``cuda_ipc``: one GPU shared by trainer and engine. Each bucket is packed into one CUDA tensor whose IPC
   handle (``torch.multiprocessing.reductions.reduce_tensor``) crosses the pipe; all buckets stay allocated
   on the sender until ``finish``.
-- ``collective``: separate GPUs (NCCL), or separate processes without a shared ``/dev/shm`` (gloo). The two
-  ends form their own 2-rank process group from a ``TCPStore`` the sender hosts (never the default group,
-  which vLLM owns in the worker); each bucket is broadcast from rank 0 as one flat uint8 tensor.
+- ``collective``: separate GPUs (NCCL), or separate processes without a shared ``/dev/shm`` (gloo). The
+  sender and its ``receivers`` (one engine, or every worker of a Ray rollout pool) form their own process
+  group from a ``TCPStore`` the sender hosts (never the default group, which vLLM owns in the worker); each
+  bucket is broadcast from rank 0 as one flat uint8 tensor, to every receiver at once. Receiver ``k`` (of
+  ``1 .. receivers``) gets the message with ``"rank": k`` added.
 
 Both ends, as the ``vllm`` client and worker use them::
 
@@ -527,8 +529,8 @@ class CudaIpcSender(Sender):
         self.finish()
 
 
-def _new_group(backend: str, store, rank: int, host: str, timeout_s: float):
-    """A 2-rank process group of its own over ``store`` (not torch.distributed's default group)."""
+def _new_group(backend: str, store, rank: int, world: int, host: str, timeout_s: float):
+    """A ``world``-rank process group of its own over ``store`` (not torch.distributed's default group)."""
     import torch.distributed as dist
     store = dist.PrefixStore("compass-weights", store)
     timeout = datetime.timedelta(seconds=timeout_s)
@@ -537,13 +539,13 @@ def _new_group(backend: str, store, rank: int, host: str, timeout_s: float):
         opts._timeout = timeout
         local = host in ("127.0.0.1", "localhost", "::1")
         opts._devices = [dist.ProcessGroupGloo.create_device(hostname=host if local else "")]
-        return dist.ProcessGroupGloo(store, rank, 2, opts)
+        return dist.ProcessGroupGloo(store, rank, world, opts)
     if backend == "nccl":
         if not dist.is_nccl_available():
             raise RuntimeError("weight transport 'collective': this torch has no NCCL; use backend='gloo'")
         opts = dist.ProcessGroupNCCL.Options()
         opts._timeout = timeout
-        return dist.ProcessGroupNCCL(store, rank, 2, opts)
+        return dist.ProcessGroupNCCL(store, rank, world, opts)
     raise ValueError(f"weight transport 'collective': backend must be 'nccl' or 'gloo', got {backend!r}")
 
 
@@ -555,17 +557,22 @@ def _broadcast(pg, buf: torch.Tensor) -> None:
 
 
 class CollectiveSender(Sender):
-    """Rank 0 of a 2-rank group: hosts the ``TCPStore`` at ``host``:``port`` (0: a free port) and broadcasts
-    each bucket, packed into a reused staging tensor, from a background thread -- the receiver joins while
-    the message is in the pipe, so ``send`` must return before the data moves. ``backend``: ``"nccl"``
-    (CUDA tensors; the default where CUDA is available) or ``"gloo"`` (CPU).
-    Message: ``{"method": "collective", "backend", "host", "port", "timeout_s", "buckets": plan}``."""
+    """Rank 0 of a group of ``1 + receivers``: hosts the ``TCPStore`` at ``host``:``port`` (0: a free port) and
+    broadcasts each bucket, packed into a reused staging tensor, from a background thread -- the receivers
+    join while the message is on its way, so ``send`` must return before the data moves. ``backend``:
+    ``"nccl"`` (CUDA tensors; the default where CUDA is available) or ``"gloo"`` (CPU). The group is made on
+    the first send and kept; the same receivers take every later sync.
+    Message: ``{"method": "collective", "backend", "host", "port", "world", "timeout_s", "buckets": plan}``;
+    receiver ``k`` adds ``"rank": k`` (1 when there is one receiver)."""
     method = "collective"
 
     def __init__(self, dtype=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES, backend: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0, timeout_s: float = 300.0):
+                 host: str = "127.0.0.1", port: int = 0, timeout_s: float = 300.0, receivers: int = 1):
         import torch.distributed as dist
         super().__init__(dtype, bucket_bytes)
+        if receivers < 1:
+            raise ValueError(f"weight transport 'collective': receivers must be at least 1, got {receivers}")
+        self.world = receivers + 1
         self.backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if self.backend not in ("nccl", "gloo"):
             raise ValueError(f"weight transport 'collective': backend must be 'nccl' or 'gloo', got {backend!r}")
@@ -573,7 +580,7 @@ class CollectiveSender(Sender):
             _require_cuda("collective (nccl)")
         self.device = torch.device("cuda", torch.cuda.current_device()) if self.backend == "nccl" else None
         self.host, self.timeout_s = host, float(timeout_s)
-        self._store = dist.TCPStore(host, port, 2, True, timeout=datetime.timedelta(seconds=timeout_s),
+        self._store = dist.TCPStore(host, port, self.world, True, timeout=datetime.timedelta(seconds=timeout_s),
                                     wait_for_workers=False)
         self.port = self._store.port
         self._pg = None
@@ -589,14 +596,14 @@ class CollectiveSender(Sender):
                                         name="compass-weight-broadcast")
         self._thread.start()
         return {"method": self.method, "backend": self.backend, "host": self.host, "port": self.port,
-                "timeout_s": self.timeout_s, "buckets": plan}
+                "world": self.world, "timeout_s": self.timeout_s, "buckets": plan}
 
     def _push(self, plan: list[dict], named: list) -> None:
         try:
             if self.device is not None:
                 torch.cuda.set_device(self.device)
-            if self._pg is None:          # blocks until the receiver joins (on its first message)
-                self._pg = _new_group(self.backend, self._store, 0, self.host, self.timeout_s)
+            if self._pg is None:          # blocks until every receiver joins (on its first message)
+                self._pg = _new_group(self.backend, self._store, 0, self.world, self.host, self.timeout_s)
             need = max([m["nbytes"] for m in plan] + [1])
             if self._staging is None or self._staging.numel() < need:
                 self._staging = None
@@ -754,7 +761,8 @@ class _CudaIpcReceiver:
 
 
 class _CollectiveReceiver:
-    """Rank 1: joins the sender's group on the first message (and again if the sender's address changes)."""
+    """Rank ``message["rank"]`` (1 by default): joins the sender's group on the first message (and again if the
+    sender's address or the group changes)."""
 
     def __init__(self):
         self._pg = self._store = self._key = None
@@ -764,12 +772,13 @@ class _CollectiveReceiver:
         backend = message["backend"]
         if backend == "nccl":
             _require_cuda("collective (nccl)")
-        key = (backend, message["host"], message["port"])
+        rank, world = message.get("rank", 1), message.get("world", 2)
+        key = (backend, message["host"], message["port"], rank, world)
         if self._pg is None or self._key != key:
             self._pg = None
-            self._store = dist.TCPStore(message["host"], message["port"], 2, False,
+            self._store = dist.TCPStore(message["host"], message["port"], world, False,
                                         timeout=datetime.timedelta(seconds=message["timeout_s"]))
-            self._pg = _new_group(backend, self._store, 1, message["host"], message["timeout_s"])
+            self._pg = _new_group(backend, self._store, rank, world, message["host"], message["timeout_s"])
             self._key = key
         device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
         return self._pull(message["buckets"], device)

@@ -148,6 +148,31 @@ def test_sync_weights_reaches_every_actor(pool, model, tok, prompts):
     assert_same(pool.generate(prompts, N, SAMPLING), before)
 
 
+def test_broadcast_sync_reaches_every_actor_and_a_replaced_one(ray_up, model, tok, prompts):
+    """``weight_sync: broadcast``: this process and both actors in one gloo group of three, the weights in
+    several buckets; an actor killed mid-generate is replaced after the step and the next sync builds a new
+    group that includes it."""
+    import os
+    import signal
+    pool = RayRolloutPool("hf", model, tok, workers=2, threads_per_worker=1, record_routes=True,
+                          weight_sync="broadcast", bucket_bytes=64 * 1024)
+    try:
+        assert not pool.takes_weight_refs
+        g = torch.Generator().manual_seed(1)
+        first = {k: v + 0.05 * torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+        pool.sync_weights(first)
+        assert pool._sender.world == 3
+        assert_same(pool.generate(prompts, N, SAMPLING), in_process(model, tok, pool, prompts, SAMPLING, first))
+        os.kill(ray.get(pool.actors[1].pid.remote()), signal.SIGKILL)
+        pool.generate(prompts, N, SAMPLING)                  # its samples go to actor 0; a new actor 1 after
+        assert pool.last_schedule["actors_lost"] == 1 and pool._sender is None
+        second = {k: v - 0.05 * torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+        pool.sync_weights(second)
+        assert_same(pool.generate(prompts, N, SAMPLING), in_process(model, tok, pool, prompts, SAMPLING, second))
+    finally:
+        pool.close()
+
+
 def _batch(tok, prompts):
     g = torch.Generator().manual_seed(3)
     comps = [torch.randint(20, len(tok), (k,), generator=g).tolist() for k in (5, 3, 6, 4)]
