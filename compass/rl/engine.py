@@ -161,7 +161,8 @@ def train(model, tok, prompts: Sequence[RLPrompt], cfg: RLConfig, *, score_fn: S
             res = cfg.rollout.actor_resources
             rollout = RayRolloutPool(backend, model, tok, workers=cfg.rollout.workers,
                                      threads_per_worker=res.threads or 1, actor_options=res.ray_options(),
-                                     partitioner=cfg.rollout.balance.partitioner, **options)
+                                     partitioner=cfg.rollout.balance.partitioner,
+                                     weight_sync=cfg.rollout.worker_weight_sync, **options)
         else:
             rollout = rollout_cls(model, tok, **options)
         if cfg.rollout.detokenize == "processes":

@@ -248,9 +248,9 @@ def test_unknown_backends_and_bad_settings_fail_clearly(ray_up, model, tok, monk
 
 
 def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
-    """The engine driving Ray actors: one rollout worker + a trainer actor reproduces the in-process run
-    exactly (one worker keeps the sampling seed); two workers train and leave the trained weights in the
-    driver's model."""
+    """The engine driving Ray actors: one rollout worker (its weights broadcast, ``worker_weight_sync:
+    broadcast``) + a trainer actor reproduces the in-process run exactly (one worker keeps the sampling seed);
+    two workers (weights through the object store) train and leave the trained weights in the driver's model."""
     from compass.rl.sampling.prompt_data import RLPrompt
     from compass.rl.engine import train
     import json
@@ -260,16 +260,16 @@ def test_engine_with_ray_rollout_workers_and_a_trainer_actor(ray_up, tok):
     cfg = RLConfig(steps=2, checkpoint_every=0, sampling={"prompts_per_step": 3, "group_size": 2},
                    rollout={"max_new_tokens": 6}, trainer={"lr": 1e-2})
 
-    def on_ray(workers: int) -> RLConfig:
+    def on_ray(workers: int, sync: str = "object_store") -> RLConfig:
         """``cfg`` with ``workers`` rollout actors and the trainer in an actor."""
         out = cfg.model_copy(deep=True)
-        out.rollout.workers, out.trainer.actor = workers, True
+        out.rollout.workers, out.trainer.actor, out.rollout.worker_weight_sync = workers, True, sync
         return out
     with threads(1):
         local_model = build_model(ModelConfig(), tok, seed=8)
         local = train(local_model, tok, prompts, cfg, score_fn=score)
         ray_model = build_model(ModelConfig(), tok, seed=8)
-        remote = train(ray_model, tok, prompts, on_ray(1), score_fn=score)
+        remote = train(ray_model, tok, prompts, on_ray(1, "broadcast"), score_fn=score)
     assert [r["response"] for r in remote.rollouts] == [r["response"] for r in local.rollouts]
     for a, b in zip(local.metrics, remote.metrics):
         for k in ("reward_mean", "loss", "grad_norm", "entropy", "logp_gap_mean", "tokens"):
