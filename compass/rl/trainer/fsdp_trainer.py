@@ -44,9 +44,9 @@ from torch import nn
 from compass.dist.fsdp import decoder_layers, full_tensor, fully_shard_summed
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.policy_forward import token_logprobs
-from compass.rl.algos.losses import masked_mean, policy_loss
+from compass.rl.algos.losses import masked_mean
 from compass.rl.trainer.base import TRAINER_BACKENDS, register_trainer_backend  # noqa: F401
-from compass.rl.trainer.ranked import RankedTrainer
+from compass.rl.trainer.ranked import RankedTrainer, whole_batch_loss
 from compass.rl.trainer.torch_trainer import _replay, _rows, token_micro_batches
 
 PREFIX = "policy."          # the HF model's place inside the FSDP root (_Policy.policy)
@@ -169,16 +169,10 @@ class FsdpRank:
         plan = self._plan(batch)
         with activation_checkpointing(self.model, self.checkpointing):
             logp, entropy = self._all_rows(batch, routes, plan)                          # 1. forward
-            leaf = logp.clone().requires_grad_(has_signal)                                # 2. loss
-            old = logp if old_logp is None else old_logp.detach()
-            ent = entropy if old_entropy is None else old_entropy
-            with torch.set_grad_enabled(has_signal):
-                loss, lm, _ = policy_loss(cfg.loss.kind, leaf, old, advantages, mask, entropy=ent.detach(),
-                                          vocab_size=self.vocab_size,
-                                          settings=cfg.loss.model_dump(exclude={"kind"}))
+            loss, lm, _, g = whole_batch_loss(cfg, logp, entropy, advantages, mask, self.vocab_size,   # 2. loss
+                                              old_logp, old_entropy)
             self.last_logp = logp
             if has_signal:
-                (g,) = torch.autograd.grad(loss, leaf)
                 self.optimizer.zero_grad(set_to_none=True)
                 for idx in plan:                                                          # 3. backward
                     # each micro-batch's gradient is reduce-scattered as it ends: a rank never holds more than

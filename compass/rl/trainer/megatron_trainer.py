@@ -58,9 +58,9 @@ from compass.lm.megatron_convert import (build_gpt_model, hf_to_megatron, megatr
                                         moe_layer_pattern)
 from compass.lm.megatron_parallel import (ParallelSizes, cut, gated_fc1, gather_full_state, init_parallel,
                                          is_tied_copy, load_full_state, source_name, tp_part)
-from compass.rl.algos.losses import masked_mean, policy_loss
+from compass.rl.algos.losses import masked_mean
 from compass.rl.trainer.base import register_trainer_backend
-from compass.rl.trainer.ranked import RankedTrainer
+from compass.rl.trainer.ranked import RankedTrainer, whole_batch_loss
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -331,16 +331,10 @@ class MegatronRank:
         advantages = advantages.detach().float().to(dev)
         has_signal = bool((advantages != 0).any())
         logp, entropy, _ = self._whole(batch, routes, cfg.rollout.temperature)                  # 1. forward
-        leaf = logp.clone().requires_grad_(has_signal)                                          # 2. loss
-        old = logp if old_logp is None else old_logp.detach().float().to(dev)
-        ent = entropy if old_entropy is None else old_entropy.float().to(dev)
-        with torch.set_grad_enabled(has_signal):
-            loss, lm, token_adv = policy_loss(cfg.loss.kind, leaf, old, advantages, mask, entropy=ent.detach(),
-                                              vocab_size=self.hf_config.vocab_size,
-                                              settings=cfg.loss.model_dump(exclude={"kind"}))
+        loss, lm, token_adv, g = whole_batch_loss(cfg, logp, entropy, advantages, mask,                 # 2. loss
+                                                  self.hf_config.vocab_size, old_logp, old_entropy)
         self.last_logp = logp
         if has_signal:                                                                          # 3. backward
-            (g,) = torch.autograd.grad(loss, leaf)
             rows, own = self._rows(batch)
             self.ddp.train()
             seed = g[rows]

@@ -5,7 +5,27 @@ from __future__ import annotations
 
 import torch
 
+from compass.rl.algos.losses import policy_loss
 from compass.rl.trainer.base import TrainerBackend
+
+
+def whole_batch_loss(cfg, logp: torch.Tensor, entropy: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                     vocab_size: int, old_logp: torch.Tensor | None = None, old_entropy: torch.Tensor | None = None):
+    """Step 2 of a ranked update: ``cfg.loss`` (:func:`compass.rl.algos.losses.policy_loss`) on the whole batch's
+    log-probs and entropies ``[B, L-1]`` (the same on every rank), and, when any advantage is non-zero, its
+    gradient with respect to every token's log-prob ``[B, L-1]``: the seed each rank back-propagates through its
+    own rows, exact whatever the loss aggregates over the batch. ``old_logp`` None: this forward's (ratio 1);
+    ``old_entropy`` None: this forward's. -> (loss, the loss's metrics, its token_advantages flag, gradient or
+    None)."""
+    has_signal = bool((advantages != 0).any())
+    leaf = logp.clone().requires_grad_(has_signal)
+    old = logp if old_logp is None else old_logp.detach().float().to(logp.device)
+    ent = entropy if old_entropy is None else old_entropy.float().to(logp.device)
+    with torch.set_grad_enabled(has_signal):
+        loss, lm, token_adv = policy_loss(cfg.loss.kind, leaf, old, advantages, mask, entropy=ent.detach(),
+                                          vocab_size=vocab_size, settings=cfg.loss.model_dump(exclude={"kind"}))
+    grad = torch.autograd.grad(loss, leaf)[0] if has_signal else None
+    return loss, lm, token_adv, grad
 
 
 class RankedTrainer(TrainerBackend):
@@ -90,4 +110,4 @@ class RankedTrainer(TrainerBackend):
         self._local = None
 
 
-__all__ = ["RankedTrainer"]
+__all__ = ["RankedTrainer", "whole_batch_loss"]
