@@ -1,6 +1,7 @@
 """The SFT loop on two data-parallel ranks (Ray actors in a placement group, gloo, FSDP2; the tiny Qwen3-MoE):
 it trains as one process does (per-step losses, held-out losses, weights), with uneven shares and uneven piece
-counts across ranks; a state saved by two ranks resumes in one process; the megatron backend is refused."""
+counts across ranks; a rank killed mid-run is one retryable line, and the two ranks' state resumes in one process;
+the megatron backend is refused; the SFT stage runs on two ranks."""
 from __future__ import annotations
 
 import copy
@@ -62,21 +63,36 @@ def test_two_ranks_train_as_one_process(ray_up, tok, model, packing, micro_batch
     assert _weights_agree(two, one, model) < 1e-3
 
 
-def test_a_state_saved_by_two_ranks_resumes_in_one_process(ray_up, tok, model, tmp_path):
-    """Killed after step 2 of 4 on two ranks (state saved at step 2), the run goes on in one process from that
-    state and ends where an uninterrupted one-process run ends."""
+def test_a_rank_killed_mid_run_is_one_retryable_line_and_the_run_resumes_in_one_process(ray_up, tok, model, tmp_path,
+                                                                                         monkeypatch):
+    """Rank 1 SIGKILLed after step 3 of 4 on two ranks (state saved at step 2): step 4 ends in one retryable line
+    naming the rank, and the run goes on in one process from the two ranks' state, ending where an
+    uninterrupted one-process run ends."""
+    import os
+    import signal
+
+    from compass.lm.sft import train as train_module
+    from compass.runtime.runner import is_infra_error
     samples = sum_sft_samples(tok, 30, seed=3)
+    made = []
 
-    class Killed(Exception):
-        pass
+    class Recorded(train_module.SFTRanks):        # the real ranks; the test only keeps a handle to kill one
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
 
-    def kill_after_2(done):
-        if done == 2:
-            raise Killed
+    monkeypatch.setattr(train_module, "SFTRanks", Recorded)
 
-    with pytest.raises(Killed):
-        _train(model, tok, samples, None, TWO, steps=4, state_dir=tmp_path, checkpoint_every=2, on_step=kill_after_2,
+    def kill_after_3(done):
+        if done == 3:
+            os.kill(made[0].pids()[1], signal.SIGKILL)
+
+    with pytest.raises(Exception) as e:
+        _train(model, tok, samples, None, TWO, steps=4, state_dir=tmp_path, checkpoint_every=2, on_step=kill_after_3,
                packing=True)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("sft (2 ranks): rank 1 of 2 died during step"), msg
+    assert is_infra_error(e.value)
     resumed, mr = _train(model, tok, samples, None, None, steps=4, state_dir=tmp_path, checkpoint_every=2,
                          packing=True)
     whole, mw = _train(model, tok, samples, None, None, steps=4, packing=True)
