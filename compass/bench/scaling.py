@@ -17,6 +17,9 @@ of ``RayRolloutPool.sync_weights`` for each W of ``--workers``, by both of its p
 ``object_store`` (one copy into Ray's object store, every worker loads it) and ``broadcast`` (this process and
 the W workers in one gloo group, the weights broadcast in buckets; NCCL on GPUs).
 
+Then the megatron trainer (``--megatron``, on by default outside ``--quick``): one rank in this process, R
+data-parallel ranks, and R tensor-parallel ranks (sequence parallel), the same batch, 1 thread per rank.
+
 The model is a Qwen3-MoE of the tiny world's family, larger (``--quick``: the tiny one). On a CPU these
 figures say how the code scales on this machine's cores, not what a GPU cluster does: there the ranks talk
 over NCCL and each has its own GPU.
@@ -70,7 +73,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", default=None, help="comma-separated rollout worker counts (default 1,2,4; "
                                                     "--quick 1,2)")
     ap.add_argument("--syncs", type=int, default=None, help="timed syncs per worker count (default 5; --quick 2)")
+    ap.add_argument("--megatron", action=argparse.BooleanOptionalAction, default=None,
+                    help="also time the megatron trainer at 1 rank, R data-parallel and R tensor-parallel ranks "
+                         "(default: on, off with --quick)")
     args = ap.parse_args(argv)
+    with_megatron = args.megatron if args.megatron is not None else not args.quick
     size = SIZES["quick" if args.quick else "full"]
     steps = args.steps or (1 if args.quick else 5)
     syncs = args.syncs or (2 if args.quick else 5)
@@ -96,25 +103,42 @@ def main(argv: list[str]) -> int:
     def cfg(backend: dict) -> RLConfig:
         return RLConfig(trainer={"lr": 1e-4, "backend": backend})
 
-    rows = []
-    for label, backend, threads in (
-            (f"torch, 1 process x {R} threads", {"kind": "torch"}, R),
+    ranked = {"threads_per_rank": 1, "cpus_per_rank": 1}
+    runs = [(f"torch, 1 process x {R} threads", {"kind": "torch"}, R),
             ("torch, 1 process x 1 thread", {"kind": "torch"}, 1),
             ("fsdp, 1 rank x 1 thread", {"kind": "fsdp"}, 1),
-            (f"fsdp, {R} ranks x 1 thread (Ray, gloo)",
-             {"kind": "fsdp", "ranks": R, "threads_per_rank": 1, "cpus_per_rank": 1}, 1)):
+            (f"fsdp, {R} ranks x 1 thread (Ray, gloo)", {"kind": "fsdp", "ranks": R, **ranked}, 1)]
+    tp_refused = None
+    if with_megatron:
+        from compass.lm.megatron_parallel import ParallelSizes
+        try:
+            ParallelSizes(R, 1, 1).check(R, model.config)
+        except ValueError as e:            # the quick model has one KV head: no tensor parallelism
+            tp_refused = str(e)
+        runs += [("megatron, 1 rank x 1 thread", {"kind": "megatron"}, 1),
+                 (f"megatron, {R} data-parallel ranks x 1 thread", {"kind": "megatron", "ranks": R, **ranked}, 1)]
+        if tp_refused is None:
+            runs.append((f"megatron, {R} tensor-parallel ranks x 1 thread",
+                         {"kind": "megatron", "ranks": R, "tensor_parallel": R, **ranked}, 1))
+    rows = []
+    for label, backend, threads in runs:
         torch.set_num_threads(threads)
         c = cfg(backend)
-        trainer = (TorchTrainer if backend["kind"] == "torch" else FsdpTrainer)(copy.deepcopy(model), c)
+        kind = backend["kind"]
+        if kind == "megatron":
+            from compass.rl.trainer.megatron_trainer import MegatronTrainer as cls
+        else:
+            cls = TorchTrainer if kind == "torch" else FsdpTrainer
+        trainer = cls(copy.deepcopy(model), c)
         try:
             secs = time_updates(trainer, batch, adv, c, steps)
         finally:
             trainer.close()
             torch.set_num_threads(before)
         rows.append({"trainer": label, "update_s": round(secs, 4), "tokens_per_s": round(tokens / secs, 1)})
-    if dist.is_initialized():
-        dist.destroy_process_group()            # the in-process rank's group of one
-    t_torch_r, t_torch1, t_one, t_r = (r["update_s"] for r in rows)
+        if dist.is_initialized() and backend.get("ranks", 1) == 1 and kind != "torch":
+            dist.destroy_process_group()        # the in-process rank's group of one (megatron makes its own)
+    t_torch_r, t_torch1, t_one, t_r = (r["update_s"] for r in rows[:4])
     speedup = t_one / t_r
     print(f"model: {params / 1e6:.1f}M parameters; batch: {size['rows']} rows, {tokens} tokens; "
           f"median of {steps} update(s)")
@@ -123,6 +147,19 @@ def main(argv: list[str]) -> int:
         print(f"{r['trainer']:42} {r['update_s']:>9.4f} {r['tokens_per_s']:>10.1f}")
     print(f"\n{R} ranks over 1 rank: {speedup:.2f}x (parallel efficiency {speedup / R:.0%}); against torch on "
           f"{R} threads: {t_torch_r / t_r:.2f}x; fsdp's own cost at 1 rank: {t_one / t_torch1:.2f}x torch's")
+    mega = {}
+    if with_megatron:
+        m_one, m_dp = rows[4]["update_s"], rows[5]["update_s"]
+        mega = {"megatron_update_s_1rank": m_one, f"megatron_update_s_{R}dp": m_dp,
+                "megatron_dp_speedup": round(m_one / m_dp, 3),
+                "megatron_overhead_vs_torch_1thread": round(m_one / t_torch1, 3)}
+        tp = "not run: " + tp_refused if tp_refused else ""
+        if not tp_refused:
+            m_tp = rows[6]["update_s"]
+            mega |= {f"megatron_update_s_{R}tp": m_tp, "megatron_tp_speedup": round(m_one / m_tp, 3)}
+            tp = f"{m_one / m_tp:.2f}x"
+        print(f"megatron: {R} data-parallel ranks over 1 rank {m_one / m_dp:.2f}x, {R} tensor-parallel ranks "
+              f"{tp}; megatron's own cost at 1 rank: {m_one / t_torch1:.2f}x torch's")
 
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     mb = sum(v.numel() * v.element_size() for v in sd.values()) / 2**20
@@ -150,7 +187,7 @@ def main(argv: list[str]) -> int:
     head = {"bench": "scaling", "quick": args.quick, "params_m": round(params / 1e6, 2), "tokens": tokens,
             "ranks": R, "update_s_1rank": t_one, f"update_s_{R}ranks": t_r, "speedup": round(speedup, 3),
             "parallel_efficiency": round(speedup / R, 3), f"speedup_vs_torch_{R}threads": round(t_torch_r / t_r, 3),
-            "fsdp_overhead_vs_torch_1thread": round(t_one / t_torch1, 3),
+            "fsdp_overhead_vs_torch_1thread": round(t_one / t_torch1, 3), **mega,
             **{f"sync_s_{r['workers']}workers": r["object_store"] for r in sync_rows},
             **{f"broadcast_s_{r['workers']}workers": r["broadcast"] for r in sync_rows}}
     print(json.dumps(head))
