@@ -162,20 +162,6 @@ def test_deployments_and_their_schedules(served: Served):
         assert d["parameters"]["config_path"] == str(served.config)
 
 
-def test_a_cron_schedule_fires(served: Served):
-    """The scheduler makes a run of the world deployment from its cron, and the served runner completes it."""
-    d = served.deployment("world", "world")
-    def scheduled_run_done():
-        runs = _api(served.api, "POST", "/flow_runs/filter",
-                    {"flow_runs": {"deployment_id": {"any_": [d["id"]]}, "state": {"type": {"any_": ["COMPLETED"]}}},
-                     "limit": 20})
-        return [r for r in runs if r["auto_scheduled"]]
-    runs = _wait(scheduled_run_done, 150, "a run fired by the cron schedule", served.logs)
-    fired = datetime.fromisoformat(runs[0]["expected_start_time"])
-    assert (fired.second, fired.microsecond) == (0, 0)                   # on a minute, as "* * * * *" says
-    _api(served.api, "POST", f"/deployments/{d['id']}/pause_deployment")   # quiet for the rest of the module
-
-
 def test_resume_from_a_stored_artifact_skips_upstream(served: Served):
     """A pipeline run given `thinking_base=checkpoint/base_ckpt` (a store-relative ref, as typed in the UI
     form) skips both SFTs and the merge: reasoning RL starts from the given checkpoint."""
@@ -276,3 +262,19 @@ def test_the_ui_in_a_browser(served: Served):
     finally:
         drv.quit()
     assert all((shots / f).stat().st_size > 10_000 for f in ("deployments.png", "pipeline-summary.png"))
+
+
+def test_a_cron_schedule_fires(served: Served):
+    """The scheduler makes a run of the world deployment from its cron, and the served runner completes it. Last in
+    the module: the schedule is live from the fixture's start, so by now (minutes later) a run has usually fired
+    and the test does not sit out the rest of a minute; the other tests' runs share the store with it."""
+    d = served.deployment("world", "world")
+    def scheduled_run_done():
+        runs = _api(served.api, "POST", "/flow_runs/filter",
+                    {"flow_runs": {"deployment_id": {"any_": [d["id"]]}, "state": {"type": {"any_": ["COMPLETED"]}}},
+                     "limit": 20})
+        return [r for r in runs if r["auto_scheduled"]]
+    runs = _wait(scheduled_run_done, 150, "a run fired by the cron schedule", served.logs)
+    fired = datetime.fromisoformat(runs[0]["expected_start_time"])
+    assert (fired.second, fired.microsecond) == (0, 0)                   # on a minute, as "* * * * *" says
+    _api(served.api, "POST", f"/deployments/{d['id']}/pause_deployment")   # quiet until the server stops
