@@ -1,19 +1,15 @@
-"""The whole pipeline through `compass run`: real Prefect (ephemeral), real stages, real store."""
+"""The whole pipeline through `compass run`: real Prefect (ephemeral), real stages, real store. (A kill inside
+every stage and the resume: tests/faults/test_sigkill_every_stage.py; the pipeline on S3: tests/e2e/test_secrets.py.)"""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from compass.store.store import ArtifactStore
 from compass.dag.pipeline import PIPELINE
-from tests.e2e.conftest import REPO, compass, compass_env, last_json, write_config
+from tests.e2e.conftest import compass, last_json, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -74,57 +70,3 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path, shared_prefect):
     assert {i.slot: i.uri for i in sft_dom.manifest.inputs}["base"] == other_base
 
 
-def test_sigkill_mid_stage_then_resume(e2e_tmp: Path, shared_prefect):
-    """A kill inside SFT leaves no visible artifact; re-running the same config resumes SFT from its last
-    saved step (not from scratch) and reuses the stages that had finished."""
-    store = e2e_tmp / "store"
-    sft = {"steps": 160, "batch_size": 8, "checkpoint_every": 20, "eval_every": 0}
-    cfg = write_config(e2e_tmp / "c.yaml", str(store), sft_longcot=sft)
-    proc = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "run", "--config", str(cfg)], cwd=REPO,
-                            env=shared_prefect.env(compass_env(e2e_tmp)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    payloads = store / "checkpoint" / "thinking_ckpt"
-    saved = e2e_tmp / "state" / "checkpoint" / "thinking_ckpt"
-    deadline = time.time() + 300
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if list(saved.glob("*/sft_state.pt")):     # a trainer state is saved: kill inside the SFT
-                break
-            time.sleep(0.1)
-        assert proc.poll() is None, "pipeline ended before SFT saved a state"
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    # The half-written SFT output is invisible; finished stages are listed.
-    ls = json.loads(compass(["artifacts", "ls", "--json", "--store", str(store)], e2e_tmp).stdout)
-    names = {a["name"] for a in ls}
-    assert "thinking_ckpt" not in names
-    assert {"base_ckpt", "sft_longcot", "rl_prompts"} <= names
-    for vdir in payloads.glob("*"):
-        assert not (vdir / "manifest.json").exists()
-
-    res = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "sft_longcot"], e2e_tmp,
-                            server=shared_prefect).stdout)
-    st = _statuses(res)
-    assert st["world"] == "reused" and st["data_filter"] == "reused" and st["sft_longcot"] == "ran"
-    ckpt = ArtifactStore(str(store)).open({s["run_name"]: s for s in res["stages"]}["sft_longcot"]["outputs"]
-                                          ["checkpoint"])
-    assert ckpt.manifest.extra["resumed_from_step"] in range(20, 160, 20), ckpt.manifest.extra
-    assert not list(saved.glob("*/sft_state.pt"))          # the state is gone once the output is committed
-
-
-def test_pipeline_on_s3(e2e_tmp: Path, s3_store_root, shared_prefect):
-    cfg = write_config(e2e_tmp / "c.yaml", s3_store_root.root + "/e2e",
-                       store_options={"endpoint_url": s3_store_root.endpoint})   # credentials: AWS_* env
-    first = last_json(compass(["run", "--config", str(cfg), "--json"], e2e_tmp, server=shared_prefect).stdout)
-    assert _statuses(first) == {r: "ran" for r in ALL_RUNS}
-    assert first["store"].startswith("s3://")
-    again = last_json(compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp,
-                              server=shared_prefect).stdout)
-    assert set(_statuses(again).values()) == {"reused"}
-    st = ArtifactStore(s3_store_root.root + "/e2e", storage_options=dict(s3_store_root.storage_options),
-                       cache_dir=e2e_tmp / "verify-cache")
-    report = st.get("report", "eval_report")
-    assert (report.local_dir() / "report.md").read_text().strip()

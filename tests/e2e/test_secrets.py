@@ -1,4 +1,5 @@
-"""A secret planted in the S3 credentials appears in no output of a whole run: not in the store (manifests,
+"""The whole pipeline on S3, run again (every stage reused), and a secret planted in the S3 credentials appears
+in no output of those runs: not in the store (manifests,
 tables, checkpoints, reports), the run's log files, stdout/stderr, the Prefect database (flow and task
 parameters, logs, markdown artifacts), caches and state, nor in the errors of failing runs.
 
@@ -75,7 +76,10 @@ def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monk
     ok = compass(["run", "--config", str(cfg), "--json"], e2e_tmp)
     res = last_json(ok.stdout)
     assert res["store"].startswith("s3://") and len(res["stages"]) >= 9
-    outputs = [ok.stdout, ok.stderr]
+    # the whole pipeline ran on S3; run again, every stage is found there and reused
+    again = compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp)
+    assert {s["status"] for s in last_json(again.stdout)["stages"]} == {"reused"}
+    outputs = [ok.stdout, ok.stderr, again.stdout, again.stderr]
 
     # failing runs: the right credentials but a dead endpoint; credentials written into the config
     dead = free_port_pairs(1)[0]

@@ -1,9 +1,10 @@
-"""Reasoning RL with the fsdp trainer's two ranks on two Ray nodes: a head and a second node started with the
-``ray`` CLI on this machine (the second with its own resources), the run in a subprocess with ``RAY_ADDRESS`` set.
-The ranks' placement group is ``STRICT_SPREAD``, so rank 0 and rank 1 live on different nodes and join over
-gloo through rank 0's node address; two Ray rollout workers generate. The same run with one in-process rank
-gives the same samples, rewards and update metrics (to 1e-4 relative: the ranks add their rows' gradients in
-another order)."""
+"""Reasoning RL on a Ray cluster the run did not start: a head and a second node started with the ``ray`` CLI on
+this machine (2 CPUs each, the second with its own resources), the run in a subprocess with ``RAY_ADDRESS`` set.
+The fsdp trainer's two ranks are placed ``STRICT_SPREAD``, so rank 0 and rank 1 live on different nodes and join
+over gloo through rank 0's node address; two Ray rollout workers asking for one CPU each generate, so while the
+run steps the ranks and workers hold all 4 of the cluster's CPUs (the config's resources reach Ray). The same
+run with one in-process rank gives the same samples, rewards and update metrics (to 1e-4 relative: the ranks
+add their rows' gradients in another order)."""
 from __future__ import annotations
 
 import os
@@ -13,9 +14,11 @@ import textwrap
 
 import pytest
 
-from tests.compass.rl.test_ray_cluster_address import PORT_FLAGS, RAY_CLI, REPO, _free_ports, _stop_head, run_driver
+from tests.compass.rl.ray_cli import PORT_FLAGS, RAY_CLI, REPO, _free_ports, _stop_head, run_driver
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray-cli")]   # see test_ray_cluster_address
+# Its own xdist group, beside the in-process Ray group: the CLI's cluster takes every port from flags (free ports)
+# and its workers' ports from ranges outside Ray's default 10002-19999, so it never meets a local Ray's ports.
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.xdist_group("ray-cli")]
 
 DRIVER = textwrap.dedent('''
     import json
@@ -34,15 +37,17 @@ DRIVER = textwrap.dedent('''
         prompts = [RLPrompt(f"p{i}", t, "x", json.dumps({"type": "test"}), "math", "a") for i, t in enumerate(texts)]
         def cfg(ranks):
             return RLConfig(steps=2, checkpoint_every=0, sampling={"prompts_per_step": 3, "group_size": 2},
-                            rollout={"max_new_tokens": 6, "workers": 2},
+                            rollout={"max_new_tokens": 6, "workers": 2, "actor_resources": {"num_cpus": 1}},
                             trainer={"lr": 1e-2, "backend": {"kind": "fsdp", "ranks": ranks, "cpus_per_rank": 1,
                                                              "threads_per_rank": 1, "placement": "STRICT_SPREAD"}})
         seen = []
 
         def on_step(step, row, model):
-            ranks = [a["Address"]["NodeID"] for a in ray_state.actors().values()
-                     if a["State"] == "ALIVE" and a["ActorClassName"] == "_Rank"]
-            seen.append({"step": step, "rank_nodes": ranks})
+            alive = [a for a in ray_state.actors().values() if a["State"] == "ALIVE"]
+            ranks = [a["Address"]["NodeID"] for a in alive if a["ActorClassName"] == "_Rank"]
+            rollout = [a["Address"]["NodeID"] for a in alive if a["ActorClassName"] == "_RolloutActor"]
+            seen.append({"step": step, "rank_nodes": ranks, "rollout_nodes": rollout,
+                         "free_cpus": ray.available_resources().get("CPU", 0.0)})
 
         score = lambda v, response, ref: float(len(response) % 3 == 0)
         two = train(build_model(ModelConfig(), tok, seed=1), tok, prompts, cfg(2), score_fn=score, on_step=on_step)
@@ -50,6 +55,8 @@ DRIVER = textwrap.dedent('''
         keys = ("reward_mean", "loss", "grad_norm", "entropy", "updated")
         print("RESULT " + json.dumps({
             "gcs": ray.get_runtime_context().gcs_address, "nodes": len([n for n in ray.nodes() if n["Alive"]]),
+            "node_ids": sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]),
+            "cluster_cpus": ray.cluster_resources().get("CPU"),
             "seen": seen, "responses": [[r["response"] for r in res.rollouts] for res in (two, one)],
             "metrics": [[{k: m[k] for k in keys} for m in res.metrics] for res in (two, one)]}), flush=True)
 
@@ -110,8 +117,11 @@ def test_two_ranks_on_two_nodes_train_as_one_rank(two_nodes, tmp_path):
     # that cluster (its GCS port; Ray names the host by its routable address), of two live nodes
     assert out["gcs"].rsplit(":", 1)[1] == two_nodes.rsplit(":", 1)[1] and out["nodes"] == 2
     assert [s["step"] for s in out["seen"]] == [0, 1]
+    assert out["cluster_cpus"] == 4.0
     for s in out["seen"]:
         assert len(s["rank_nodes"]) == 2 and len(set(s["rank_nodes"])) == 2, s      # one rank on each node
+        assert len(s["rollout_nodes"]) == 2 and set(s["rollout_nodes"]) <= set(out["node_ids"]), s
+        assert s["free_cpus"] == 0.0, s       # 2 ranks x cpus_per_rank 1 + 2 rollout workers x num_cpus 1
     two, one = out["responses"]
     assert two == one and len(two) == 2 * 3 * 2
     m_two, m_one = out["metrics"]
