@@ -44,8 +44,8 @@ def run_with_slow_server(tmp: Path, delays: list[float], timeout_s: int | None):
 
 
 def test_a_server_slower_than_prefects_20_s_default_is_waited_for(e2e_tmp: Path):
-    # 25 s: past Prefect's own 20 s default, well inside compass's 120 s
-    proc, starts = run_with_slow_server(e2e_tmp, [25], timeout_s=None)
+    # 21 s before the server even starts to load: past Prefect's own 20 s default, well inside compass's 120 s
+    proc, starts = run_with_slow_server(e2e_tmp, [21], timeout_s=None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert starts == 1 and "starting it again" not in proc.stderr
     assert {s["run_name"]: s["status"] for s in last_json(proc.stdout)["stages"]} == {"world": "ran"}
