@@ -142,9 +142,9 @@ def main(argv: list[str]) -> int:
     speedup = t_one / t_r
     print(f"model: {params / 1e6:.1f}M parameters; batch: {size['rows']} rows, {tokens} tokens; "
           f"median of {steps} update(s)")
-    print(f"\n{'trainer':42} {'update s':>9} {'tokens/s':>10}")
+    print(f"\n{'trainer':46} {'update s':>9} {'tokens/s':>10}")
     for r in rows:
-        print(f"{r['trainer']:42} {r['update_s']:>9.4f} {r['tokens_per_s']:>10.1f}")
+        print(f"{r['trainer']:46} {r['update_s']:>9.4f} {r['tokens_per_s']:>10.1f}")
     print(f"\n{R} ranks over 1 rank: {speedup:.2f}x (parallel efficiency {speedup / R:.0%}); against torch on "
           f"{R} threads: {t_torch_r / t_r:.2f}x; fsdp's own cost at 1 rank: {t_one / t_torch1:.2f}x torch's")
     mega = {}
