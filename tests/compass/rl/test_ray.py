@@ -192,7 +192,7 @@ def test_vllm_engines_in_two_rollout_workers_fed_by_a_broadcast(ray_up):
         return out
 
     try:
-        assert [len(idx) for idx, _ in pool.shards(prompts, N, sampling)] == [2, 1]     # both engines generate
+        assert sorted(len(idx) for idx, _ in pool.shards(prompts, N, sampling)) == [1, 2]    # both engines generate
         before = generated_by(model)
         perturbed = copy.deepcopy(model)
         g = torch.Generator().manual_seed(5)
