@@ -137,7 +137,10 @@ def main(argv: list[str]) -> int:
             torch.set_num_threads(before)
         rows.append({"trainer": label, "update_s": round(secs, 4), "tokens_per_s": round(tokens / secs, 1)})
         if dist.is_initialized() and backend.get("ranks", 1) == 1 and kind != "torch":
-            dist.destroy_process_group()        # the in-process rank's group of one (megatron makes its own)
+            if kind == "megatron":              # megatron's groups go with the default group they were made in
+                from megatron.core import parallel_state as ps
+                ps.destroy_model_parallel()
+            dist.destroy_process_group()        # the in-process rank's group of one
     t_torch_r, t_torch1, t_one, t_r = (r["update_s"] for r in rows[:4])
     speedup = t_one / t_r
     print(f"model: {params / 1e6:.1f}M parameters; batch: {size['rows']} rows, {tokens} tokens; "

@@ -73,7 +73,8 @@ class ParallelSizes:
 
 def init_parallel(sizes: ParallelSizes, seed: int = 0) -> None:
     """Megatron's parallel state on the default ``torch.distributed`` group (joined already), and its RNG
-    tracker. Idempotent for the same sizes; other sizes replace the state."""
+    tracker. Idempotent for the same sizes; other sizes, or a state whose groups belong to a default group
+    since destroyed (a process that left its group of one and joined a new one), replace the state."""
     apply_cpu_compat()
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
@@ -81,8 +82,12 @@ def init_parallel(sizes: ParallelSizes, seed: int = 0) -> None:
     if not dist.is_initialized():
         raise RuntimeError("init_parallel: join a torch.distributed group first (compass.dist.process_group.join)")
     if ps.model_parallel_is_initialized():
-        now = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
-               ps.get_expert_model_parallel_world_size())
+        try:        # the ranks ask torch about megatron's groups (the sizes are cached): stale groups fail here
+            ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
+            now = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
+                   ps.get_expert_model_parallel_world_size())
+        except (ValueError, RuntimeError):      # "Group ... is not registered": the groups of a destroyed world
+            now = None
         if now == (sizes.tp, sizes.pp, sizes.ep):
             model_parallel_cuda_manual_seed(seed)
             return

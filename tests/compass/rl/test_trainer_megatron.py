@@ -166,6 +166,19 @@ def test_trainer_weights_round_trip_and_registry(hf_model):
     assert set(out) == set(sd) and all(torch.equal(out[k], sd[k]) for k in sd)
 
 
+def test_a_trainer_after_the_process_left_its_group_and_joined_a_new_one(hf_model, batch):
+    """Megatron's parallel state outlives the default group it was made in (a group of one destroyed, e.g. by a
+    bench that ran ranks in process before): the next trainer rebuilds it rather than ask torch about groups of
+    a world that is gone (a CI failure: "Group ... is not registered")."""
+    import torch.distributed as dist
+    first = make_trainer(hf_model)
+    lp, _ = first.logprobs(batch)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    again = make_trainer(hf_model)
+    assert torch.equal(again.logprobs(batch)[0], lp)
+
+
 def test_logprobs_match_transformers(hf_model, batch):
     tr = make_trainer(hf_model)
     ref_lp, ref_ent = hf_token_logprobs(hf_model, batch)
