@@ -223,8 +223,8 @@ class RolloutConfig(StrictModel):
         "object_store", description="with workers: how each step's weights reach them: object_store (put once in "
                                     "Ray's object store, every worker copies them; from fsdp/megatron rank 0 "
                                     "directly) or broadcast (the driver and every worker in one process group, "
-                                    "the weights broadcast in buckets: NCCL where the driver sees a GPU, gloo "
-                                    "otherwise; compass.rl.rollout.ray_pool)")
+                                    "the weights broadcast in buckets: NCCL where the driver sees a GPU and the "
+                                    "workers ask for GPUs, gloo otherwise; compass.rl.rollout.ray_pool)")
     balance: BalanceConfig = Field(default_factory=BalanceConfig)
     detokenize: Literal["backend", "controller", "processes"] = Field(
         "backend", description="who turns completion ids into text: the rollout backend (in each Ray actor with "

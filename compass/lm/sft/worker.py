@@ -276,7 +276,7 @@ class SFTRanks:
     def finish(self) -> None:
         sd = self._call("finish")
         with torch.no_grad():
-            self.model.load_state_dict(sd, strict=False)
+            self.model.load_state_dict(sd, strict=True)
         self.model.eval()
 
     def close(self) -> None:

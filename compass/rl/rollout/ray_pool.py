@@ -169,7 +169,7 @@ class RayRolloutPool(RolloutBackend):
     def __init__(self, backend_name: str, model, tok, *, workers: int, threads_per_worker: int = 1,
                  actor_options: dict | None = None, ready_timeout_s: float = 600.0, partitioner: str = "lpt",
                  max_actor_restarts: int = 3, weight_sync: str = "object_store",
-                 bucket_bytes: int | None = None, **options):
+                 bucket_bytes: int | None = None, broadcast_timeout_s: float = 120.0, **options):
         """``model`` (an HF causal LM) and ``tok`` are copied to every actor; ``options`` go to the
         backend's factory (``dtype``, ``record_routes``, ...); ``actor_options`` to Ray's
         ``.options()`` (default ``{"num_cpus": 0}``). ``partitioner``: how a step's prompts are split
@@ -177,8 +177,10 @@ class RayRolloutPool(RolloutBackend):
         replaced this many times in the pool's life (their unfinished samples always go to the live ones).
         ``weight_sync``: ``object_store`` (each sync put once in Ray's object store, copied by every actor) or
         ``broadcast`` (this process broadcasts the weights in buckets to every actor at once over a process
-        group of its own: NCCL where this process sees a GPU, gloo otherwise; ``compass.rl.rollout.weight_transport``;
-        ``bucket_bytes`` per broadcast, default its ``DEFAULT_BUCKET_BYTES``).
+        group of its own: NCCL where this process sees a GPU and the actors ask for GPUs, gloo otherwise;
+        ``compass.rl.rollout.weight_transport``;
+        ``bucket_bytes`` per broadcast, default its ``DEFAULT_BUCKET_BYTES``; ``broadcast_timeout_s``: how long
+        a member waits in a broadcast whose group lost another member).
         Raises ValueError for an unknown backend or partitioner name (before anything starts) or
         ``workers`` < 1; RuntimeError when an actor fails to build or is not placed within
         ``ready_timeout_s``."""
@@ -201,6 +203,8 @@ class RayRolloutPool(RolloutBackend):
         self._make = lambda: cls.remote(backend_name, payload, tok_ref, threads_per_worker, options)
         self._weights = None                  # the last synced weights: a replacement actor loads them
         self.weight_sync, self._sender, self._bucket_bytes = weight_sync, None, bucket_bytes
+        self.broadcast_timeout_s = broadcast_timeout_s
+        self._actor_gpus = float((actor_options or {}).get("num_gpus") or 0)
         self.takes_weight_refs = weight_sync == "object_store"      # a broadcast starts from this process
         self.ready_timeout_s = ready_timeout_s
         self.actors = start_actors(self._make, workers, ready_timeout_s, f"rollout pool ({backend_name})")
@@ -285,14 +289,23 @@ class RayRolloutPool(RolloutBackend):
             raise InfraError(f"rollout pool ({self.name}): actor {k} of {self.workers} died and the pool's actor "
                              f"restarts are spent")
         self.restarts_left -= 1
+        self._drop_sender()                   # the broadcast group lost a member: the next sync builds a new one
         ray.kill(self.actors[k])
         (self.actors[k],) = start_actors(self._make, 1, self.ready_timeout_s, f"rollout pool ({self.name})")
-        if self._sender is not None:          # the broadcast group lost a member: the next sync builds a new one
-            self._sender.close()
-            self._sender = None
         if self._weights is not None:
-            weights = self._weights if isinstance(self._weights, ray.ObjectRef) else ray.put(self._weights)
-            ray.get(self.actors[k].sync_weights.remote(weights))
+            ray.get(self.actors[k].sync_weights.remote(self._weights_ref()))
+
+    def _weights_ref(self):
+        """The last synced weights in the object store (a broadcast pool keeps the synced dict: put on the CPU now,
+        as they are now; the engine syncs before every generate, so they are still the last synced ones)."""
+        if isinstance(self._weights, ray.ObjectRef):
+            return self._weights
+        return ray.put({k: v.detach().cpu() for k, v in self._weights.items()})
+
+    def _drop_sender(self) -> None:
+        if self._sender is not None:
+            self._sender.close(timeout=0.0)
+            self._sender = None
 
     def generate_stream(self, prompt_ids: Sequence[Sequence[int]], n: int, sampling: SamplingParams,
                         work: Sequence[float] | None = None) -> Iterator[tuple[int, list[Completion]]]:
@@ -325,22 +338,47 @@ class RayRolloutPool(RolloutBackend):
         ray.get([a.sync_weights.remote(state_dict) for a in self.actors])
 
     def _broadcast(self, state_dict: dict) -> None:
-        """``weight_sync: broadcast``: bucket after bucket from this process to every actor at once."""
+        """``weight_sync: broadcast``: bucket after bucket from this process to every actor at once. An actor that
+        dies during it leaves the group unusable: the dead are replaced (the pool's restarts), the group dropped,
+        and this sync's weights go to every actor through the object store instead; the next sync builds a new
+        group. The live members blocked in the broken collective give up within ``broadcast_timeout_s``."""
         from compass.rl.rollout.weight_transport import make_sender
         if self._sender is None:
             size = {} if self._bucket_bytes is None else {"bucket_bytes": self._bucket_bytes}
+            import torch
+            # NCCL only where both ends hold a GPU; workers without one take gloo (the buckets staged on the host)
+            backend = "nccl" if torch.cuda.is_available() and self._actor_gpus > 0 else "gloo"
             self._sender = make_sender("collective", host=ray.util.get_node_ip_address(), receivers=self.workers,
-                                       **size)
+                                       timeout_s=self.broadcast_timeout_s, backend=backend, **size)
         message = self._sender.send(state_dict.items())
-        try:
-            ray.get([a.receive_weights.remote({**message, "rank": k + 1}) for k, a in enumerate(self.actors)])
-            self._sender.finish()
-        except BaseException:
-            self._sender.close()              # a group with a member gone cannot be used again
-            self._sender = None
-            raise
-        # a replacement actor loads these (its group is the next sync's): the trainer's tensors as they are then
+        refs = {a.receive_weights.remote({**message, "rank": k + 1}): k for k, a in enumerate(self.actors)}
+        dead: list[int] = []
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(done[0])
+            except ray.exceptions.RayActorError:
+                dead.append(refs[done[0]])
+                break
         self._weights = state_dict
+        if not dead:
+            self._sender.finish()
+            return
+        log.warning("rollout pool (%s): actor %s died during a weight broadcast; replacing it and sending this "
+                    "sync through the object store", self.name, dead[0])
+        self._drop_sender()
+        for ref in pending:                   # the live members leave the broken collective (an error, or its timeout)
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                dead.append(refs[ref])
+            except Exception:  # noqa: BLE001 - a receive cut short: this sync reaches them below
+                pass
+        for k in sorted(set(dead)):
+            self._replace(k)
+        weights = self._weights_ref()
+        ray.get([a.sync_weights.remote(weights) for a in self.actors])
 
     def release_memory(self) -> None:
         ray.get([a.release_memory.remote() for a in self.actors])
@@ -349,8 +387,7 @@ class RayRolloutPool(RolloutBackend):
         """Close every backend (bounded by ``timeout_s``), then kill the actors. Idempotent."""
         actors, self.actors = self.actors, []
         if getattr(self, "_sender", None) is not None:
-            self._sender.close()
-            self._sender = None
+            self._drop_sender()
         if not actors:
             return
         try:

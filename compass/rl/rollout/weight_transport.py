@@ -538,7 +538,15 @@ def _new_group(backend: str, store, rank: int, world: int, host: str, timeout_s:
         opts = dist.ProcessGroupGloo._Options()
         opts._timeout = timeout
         local = host in ("127.0.0.1", "localhost", "::1")
-        opts._devices = [dist.ProcessGroupGloo.create_device(hostname=host if local else "")]
+        # loopback stays loopback; across nodes each end binds the interface it reaches the sender through (not
+        # what its hostname resolves to: 127.0.1.1 on many Linux hosts), unless GLOO_SOCKET_IFNAME names one
+        if local:
+            device = dist.ProcessGroupGloo.create_device(hostname=host)
+        elif os.environ.get("GLOO_SOCKET_IFNAME"):
+            device = dist.ProcessGroupGloo.create_device(interface=os.environ["GLOO_SOCKET_IFNAME"])
+        else:
+            device = dist.ProcessGroupGloo.create_device(hostname=_address_towards(host))
+        opts._devices = [device]
         return dist.ProcessGroupGloo(store, rank, world, opts)
     if backend == "nccl":
         if not dist.is_nccl_available():
@@ -547,6 +555,25 @@ def _new_group(backend: str, store, rank: int, world: int, host: str, timeout_s:
         opts._timeout = timeout
         return dist.ProcessGroupNCCL(store, rank, world, opts)
     raise ValueError(f"weight transport 'collective': backend must be 'nccl' or 'gloo', got {backend!r}")
+
+
+def _shut(pg) -> None:
+    """Shut a process group of this module down (gloo and NCCL groups both have ``shutdown``); errors ignored:
+    it may be broken already."""
+    if pg is None:
+        return
+    try:
+        pg.shutdown()
+    except Exception:                             # noqa: BLE001
+        pass
+
+
+def _address_towards(host: str) -> str:
+    """This machine's address on the interface that routes to ``host`` (no packet is sent)."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, 9))
+        return s.getsockname()[0]
 
 
 def _broadcast(pg, buf: torch.Tensor) -> None:
@@ -562,7 +589,7 @@ class CollectiveSender(Sender):
     join while the message is on its way, so ``send`` must return before the data moves. ``backend``:
     ``"nccl"`` (CUDA tensors; the default where CUDA is available) or ``"gloo"`` (CPU). The group is made on
     the first send and kept; the same receivers take every later sync.
-    Message: ``{"method": "collective", "backend", "host", "port", "world", "timeout_s", "buckets": plan}``;
+    Message: ``{"method": "collective", "backend", "host", "port", "world", "group", "timeout_s", "buckets": plan}``;
     receiver ``k`` adds ``"rank": k`` (1 when there is one receiver)."""
     method = "collective"
 
@@ -583,6 +610,7 @@ class CollectiveSender(Sender):
         self._store = dist.TCPStore(host, port, self.world, True, timeout=datetime.timedelta(seconds=timeout_s),
                                     wait_for_workers=False)
         self.port = self._store.port
+        self.group_id = secrets.token_hex(8)      # a later group on a reused port is not mistaken for this one
         self._pg = None
         self._staging: torch.Tensor | None = None
         self._thread: threading.Thread | None = None
@@ -596,7 +624,7 @@ class CollectiveSender(Sender):
                                         name="compass-weight-broadcast")
         self._thread.start()
         return {"method": self.method, "backend": self.backend, "host": self.host, "port": self.port,
-                "world": self.world, "timeout_s": self.timeout_s, "buckets": plan}
+                "world": self.world, "group": self.group_id, "timeout_s": self.timeout_s, "buckets": plan}
 
     def _push(self, plan: list[dict], named: list) -> None:
         try:
@@ -629,11 +657,14 @@ class CollectiveSender(Sender):
         if err is not None:
             raise RuntimeError(f"weight transport 'collective': sending failed: {err}") from err
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
+        """End the group: wait up to ``timeout`` (default ``timeout_s``) for a sync still in flight, then shut the
+        group down (its connections, an NCCL communicator): members blocked in a broken broadcast get an error."""
         try:
-            self.finish(timeout=self.timeout_s)
+            self.finish(timeout=self.timeout_s if timeout is None else timeout)
         except Exception:                         # noqa: BLE001 - the sync's own finish() reported it
             pass
+        _shut(self._pg)
         self._pg = self._staging = self._store = None
 
 
@@ -773,8 +804,9 @@ class _CollectiveReceiver:
         if backend == "nccl":
             _require_cuda("collective (nccl)")
         rank, world = message.get("rank", 1), message.get("world", 2)
-        key = (backend, message["host"], message["port"], rank, world)
+        key = (backend, message["host"], message["port"], rank, world, message.get("group"))
         if self._pg is None or self._key != key:
+            _shut(self._pg)
             self._pg = None
             self._store = dist.TCPStore(message["host"], message["port"], world, False,
                                         timeout=datetime.timedelta(seconds=message["timeout_s"]))
@@ -793,6 +825,7 @@ class _CollectiveReceiver:
             yield from _views(b, buf)
 
     def close(self) -> None:
+        _shut(self._pg)
         self._pg = self._store = self._key = None
 
 

@@ -1,4 +1,4 @@
-"""`compass bench scaling --quick`: the fsdp and megatron trainers on 1 and 2 ranks (Ray, gloo) and the weight sync to 2 rollout workers by
+"""`compass bench scaling --quick`: the fsdp trainer on 1 and 2 ranks (Ray, gloo) and the weight sync to 2 rollout workers by
 both paths run, and the table and headline agree."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ray
 def test_bench_scaling_quick_prints_the_table_and_a_consistent_headline(capsys):
     import ray
     try:
-        assert run_bench("scaling", ["--quick", "--megatron", "--workers", "2", "--syncs", "1"]) == 0
+        assert run_bench("scaling", ["--quick", "--workers", "2", "--syncs", "1"]) == 0
     finally:
         ray.shutdown()
     out = capsys.readouterr().out.strip().splitlines()
@@ -23,8 +23,7 @@ def test_bench_scaling_quick_prints_the_table_and_a_consistent_headline(capsys):
     assert head["update_s_1rank"] > 0 and head["update_s_2ranks"] > 0
     assert head["speedup"] == pytest.approx(head["update_s_1rank"] / head["update_s_2ranks"], rel=1e-2)
     assert head["parallel_efficiency"] == pytest.approx(head["speedup"] / 2, rel=1e-2, abs=1e-3)   # both rounded
-    assert head["megatron_update_s_1rank"] > 0 and head["megatron_update_s_2dp"] > 0
-    assert "megatron_update_s_2tp" not in head          # the quick model's one KV head cannot be split
+    assert not any(k.startswith("megatron") for k in head)      # --quick leaves megatron out (its ranks: ~30 s)
     assert head["sync_s_2workers"] > 0 and head["broadcast_s_2workers"] > 0 and "sync_s_1workers" not in head
     text = "\n".join(out)
     assert "fsdp, 2 ranks x 1 thread (Ray, gloo)" in text and "weight sync" in text

@@ -151,11 +151,12 @@ def test_sync_weights_reaches_every_actor(pool, model, tok, prompts):
 def test_broadcast_sync_reaches_every_actor_and_a_replaced_one(ray_up, model, tok, prompts):
     """``weight_sync: broadcast``: this process and both actors in one gloo group of three, the weights in
     several buckets; an actor killed mid-generate is replaced after the step and the next sync builds a new
-    group that includes it."""
+    group that includes it; an actor dead when a broadcast starts is replaced within it, that sync reaches every
+    actor through the object store, and the next one broadcasts again."""
     import os
     import signal
     pool = RayRolloutPool("hf", model, tok, workers=2, threads_per_worker=1, record_routes=True,
-                          weight_sync="broadcast", bucket_bytes=64 * 1024)
+                          weight_sync="broadcast", bucket_bytes=64 * 1024, broadcast_timeout_s=10.0)
     try:
         assert not pool.takes_weight_refs
         g = torch.Generator().manual_seed(1)
@@ -169,6 +170,14 @@ def test_broadcast_sync_reaches_every_actor_and_a_replaced_one(ray_up, model, to
         second = {k: v - 0.05 * torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
         pool.sync_weights(second)
         assert_same(pool.generate(prompts, N, SAMPLING), in_process(model, tok, pool, prompts, SAMPLING, second))
+        os.kill(ray.get(pool.actors[0].pid.remote()), signal.SIGKILL)
+        third = {k: v + 0.03 * torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+        pool.sync_weights(third)                             # actor 0 dies in it: replaced, sent by the object store
+        assert pool._sender is None and pool.restarts_left == 1
+        assert_same(pool.generate(prompts, N, SAMPLING), in_process(model, tok, pool, prompts, SAMPLING, third))
+        pool.sync_weights(first)                             # a new group of three again
+        assert pool._sender is not None and pool._sender.world == 3
+        assert_same(pool.generate(prompts, N, SAMPLING), in_process(model, tok, pool, prompts, SAMPLING, first))
     finally:
         pool.close()
 
