@@ -21,7 +21,8 @@ def test_bench_scaling_quick_prints_the_table_and_a_consistent_headline(capsys):
     head = json.loads(out[-1])
     assert head["bench"] == "scaling" and head["quick"] is True and head["ranks"] == 2
     assert head["update_s_1rank"] > 0 and head["update_s_2ranks"] > 0
-    assert head["speedup"] == pytest.approx(head["update_s_1rank"] / head["update_s_2ranks"], rel=1e-2)
+    # the headline rounds to 3 decimals: 5e-4 absolute (a loaded machine's speed-up of 0.046 is 1% off by that alone)
+    assert head["speedup"] == pytest.approx(head["update_s_1rank"] / head["update_s_2ranks"], rel=1e-2, abs=1e-3)
     assert head["parallel_efficiency"] == pytest.approx(head["speedup"] / 2, rel=1e-2, abs=1e-3)   # both rounded
     assert not any(k.startswith("megatron") for k in head)      # --quick leaves megatron out (its ranks: ~30 s)
     assert head["sync_s_2workers"] > 0 and head["broadcast_s_2workers"] > 0 and "sync_s_1workers" not in head
