@@ -47,4 +47,16 @@ def full_tensor(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
-__all__ = ["decoder_layers", "full_tensor", "fully_shard_summed"]
+def cloned(obj):
+    """``obj`` with every tensor in it (in dicts, lists, tuples) copied: a gathered state that must not change with
+    later steps, nor share storage with a trainer that loads it."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: cloned(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(cloned(x) for x in obj)
+    return obj
+
+
+__all__ = ["cloned", "decoder_layers", "full_tensor", "fully_shard_summed"]

@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from compass.dist.fsdp import cloned
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, model_device, resolve_device
 from compass.lm.sft.losses import Sample, make_sft_backend, mean_loss, split_by_tokens, supervised_count
 
@@ -85,8 +86,7 @@ class SFTWorker:
             units = [] if self.net.packed else decoder_layers(model)
             self.root = fully_shard_summed(_Root(model, self.net), units, self.device, self.amp)
         torch.manual_seed(seed)
-        params = self.root.parameters() if self.root is not None else self.net.parameters()
-        self.optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+        self.optimizer = torch.optim.AdamW(self._params(), lr=lr, weight_decay=weight_decay)
 
     # -- what the loop reads ----------------------------------------------------------------------
     def info(self) -> dict:
@@ -95,6 +95,9 @@ class SFTWorker:
     def pid(self) -> int:
         import os
         return os.getpid()
+
+    def _params(self):
+        return self.root.parameters() if self.root is not None else self.net.parameters()
 
     def _loss(self, samples: list[Sample]):
         return self.root(samples) if self.root is not None else self.net(samples)
@@ -133,8 +136,7 @@ class SFTWorker:
             padded += c["padded_tokens"]
         if self.world > 1:
             loss_sum, tokens, padded = self._summed([loss_sum, tokens, padded])
-        params = self.root.parameters() if self.root is not None else self.net.parameters()
-        torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
+        torch.nn.utils.clip_grad_norm_(self._params(), self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.rank:
@@ -182,7 +184,7 @@ class SFTWorker:
         if self.rank:
             return None
         index = {n: i for i, n in enumerate(self._names())}
-        optim = {"state": {index[k.removeprefix(PREFIX)]: _cloned(v) for k, v in optim["state"].items()},
+        optim = {"state": {index[k.removeprefix(PREFIX)]: cloned(v) for k, v in optim["state"].items()},
                  "param_groups": [{**g, "params": [index[k.removeprefix(PREFIX)] for k in g["params"]]}
                                   for g in optim["param_groups"]]}
         return {"model": {k.removeprefix(PREFIX): v.detach().clone() for k, v in model.items()},
@@ -218,14 +220,6 @@ class SFTWorker:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
         sd = get_model_state_dict(self.root, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         return None if self.rank else {k.removeprefix(PREFIX): v.detach().clone() for k, v in sd.items()}
-
-
-def _cloned(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _cloned(v) for k, v in obj.items()}
-    return obj
 
 
 def rank_worker(payload: dict, pad_id: int, options: dict) -> SFTWorker:

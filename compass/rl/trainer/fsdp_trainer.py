@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from compass.dist.fsdp import decoder_layers, full_tensor, fully_shard_summed
+from compass.dist.fsdp import cloned, decoder_layers, full_tensor, fully_shard_summed
 from compass.lm.device import activation_checkpointing, autocast, compute_dtype, resolve_device, to_device
 from compass.lm.policy_forward import token_logprobs
 from compass.rl.algos.losses import masked_mean
@@ -232,7 +232,7 @@ class FsdpRank:
             # gathered tensors that already lie on the CPU (all of them on a CPU, AdamW's step counters on a GPU)
             # are the live ones: a state must not change with later steps, nor share them with a trainer that
             # loads it
-            model, optim = _cloned(model), _cloned(optim)
+            model, optim = cloned(model), cloned(optim)
         return {"model": model, "optimizer": optim, "steps": self.steps, "ranks": self.world}
 
     def load_state_dict(self, state: dict) -> None:
@@ -251,17 +251,6 @@ class FsdpRank:
     def pid(self) -> int:
         import os
         return os.getpid()
-
-
-def _cloned(obj):
-    """``obj`` with every tensor in it (in dicts, lists, tuples) copied."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().clone()
-    if isinstance(obj, dict):
-        return {k: _cloned(v) for k, v in obj.items()}
-    if type(obj) in (list, tuple):
-        return type(obj)(_cloned(x) for x in obj)
-    return obj
 
 
 @register_trainer_backend("fsdp")
