@@ -70,6 +70,15 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda it: 0 if it.get_closest_marker("ray") else 1 if it.get_closest_marker("slow") else 2)
 
 
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test server (a temporary database) for this test process's in-process flow runs: each start
+    costs ~7 s of a 2-core machine. Tests that read runs back filter them to their own."""
+    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_harness():
+        yield
+
+
 def _ray_up() -> bool:
     ray = sys.modules.get("ray")
     return ray is not None and ray.is_initialized()

@@ -1,6 +1,12 @@
-"""A user's own model as the pipeline's base: `compass import-model` a tiny model of each supported family
-(Qwen3, Qwen3-MoE, Qwen2.5, Llama) with its own chat template, then `compass run --from-artifact
-base_ckpt=URI` through evaluation, at the e2e tests' sizes."""
+"""A user's own model as the pipeline's base: `compass import-model` a tiny model with its own chat template,
+then `compass run --from-artifact base_ckpt=URI` through evaluation, at the e2e tests' sizes.
+
+Two families run the whole pipeline, Llama and Qwen2.5; between them: a template kept in chat_template.jinja
+and one in tokenizer_config.json, both tokenizer classes, bf16 and fp32 weights, tied and untied embeddings, a
+bos token, no pad token and pad = eos, shipped sampling defaults (tests/compass/lm/hf_families.py). Qwen3-MoE
+is the world's own architecture, which every pipeline test runs; Qwen3 and Qwen3-MoE are imported, loaded bit
+for bit and rendered with their own templates in tests/compass/lm/test_hf_import.py. Each pipeline run here
+costs ~25 s of a 2-core machine (issue 30)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +21,7 @@ from tests.e2e.conftest import compass, last_json, write_config
 
 pytestmark = pytest.mark.slow
 
+PIPELINE_FAMILIES = ("llama", "qwen2")
 MADE = ("thinking_ckpt", "domain_ckpt", "thinking_base", "genrm_ckpt", "ckpt_r1", "ckpt_final")
 
 
@@ -36,7 +43,7 @@ def _regenerate(store: ArtifactStore, ckpt_uri: str, rows: list[dict], cfg: dict
     return {r["prompt_id"]: r["response"] for r in got}
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", PIPELINE_FAMILIES)
 def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, family: str, shared_prefect):
     fam = FAMILIES[family]
     model_dir = make_model_folder(family, e2e_tmp / f"my-{family}")

@@ -5,6 +5,8 @@ parameters, logs, markdown artifacts), caches and state, nor in the errors of fa
 
 The S3 server accepts only the planted credential, and the run gets it only from a Prefect Secret block
 (``store_options.credentials_block``; no AWS_* variables), so a finished run proves the block path works.
+The runs talk to the test process's real Prefect server (``shared_prefect``: a temporary server per run would
+add ~12 s to each of the five); its home (database, WAL) and its log are searched for the secret too.
 """
 from __future__ import annotations
 
@@ -32,9 +34,9 @@ BLOCK = "compass-test-s3"
 AWS_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 
-def _save_block(tmp: Path, key_id: str, secret: str) -> None:
-    """The credentials as a Prefect Secret block in the run's own (ephemeral) Prefect database."""
-    env = {**compass_env(tmp), "PLANT_KEY": key_id, "PLANT_SECRET": secret}
+def _save_block(tmp: Path, key_id: str, secret: str, server) -> None:
+    """The credentials as a Prefect Secret block on the runs' Prefect server."""
+    env = server.env({**compass_env(tmp), "PLANT_KEY": key_id, "PLANT_SECRET": secret})
     code = ("import os; from prefect.blocks.system import Secret; "
             f"Secret(value={{'aws_access_key_id': os.environ['PLANT_KEY'], "
             f"'aws_secret_access_key': os.environ['PLANT_SECRET']}}).save({BLOCK!r})")
@@ -67,17 +69,18 @@ def planted(monkeypatch):
 
 
 @pytest.mark.slow
-def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monkeypatch):
+def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, shared_prefect, monkeypatch):
+    prefect = shared_prefect
     server, key_id, secret = planted
     needles = [secret.encode(), key_id.encode()]
-    _save_block(e2e_tmp, key_id, secret)
+    _save_block(e2e_tmp, key_id, secret, prefect)
     cfg = write_config(e2e_tmp / "c.yaml", server.root("run"),
                        store_options={"endpoint_url": server.endpoint, "credentials_block": BLOCK})
-    ok = compass(["run", "--config", str(cfg), "--json"], e2e_tmp)
+    ok = compass(["run", "--config", str(cfg), "--json"], e2e_tmp, server=prefect)
     res = last_json(ok.stdout)
     assert res["store"].startswith("s3://") and len(res["stages"]) >= 9
     # the whole pipeline ran on S3; run again, every stage is found there and reused
-    again = compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp)
+    again = compass(["run", "--config", str(cfg), "--json", "--until", "data_filter"], e2e_tmp, server=prefect)
     assert {s["status"] for s in last_json(again.stdout)["stages"]} == {"reused"}
     outputs = [ok.stdout, ok.stderr, again.stdout, again.stderr]
 
@@ -88,30 +91,31 @@ def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monk
     bad_endpoint = write_config(e2e_tmp / "dead.yaml", server.root("dead"),
                                 store_options={"endpoint_url": f"http://127.0.0.1:{dead}",
                                                "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}}})
-    failed = compass(["run", "--config", str(bad_endpoint)], e2e_tmp, check=False, timeout=300)
+    failed = compass(["run", "--config", str(bad_endpoint)], e2e_tmp, check=False, timeout=300, server=prefect)
     assert failed.returncode != 0 and failed.stderr.strip()
     outputs += [failed.stdout, failed.stderr]
     leaky_dir = e2e_tmp.parent / f"{e2e_tmp.name}-leaky"       # this file holds the secret on purpose
     leaky_dir.mkdir()
     leaky = write_config(leaky_dir / "leaky.yaml", server.root("leaky"),
                          store_options={"endpoint_url": server.endpoint, "key": key_id, "secret": secret})
-    refused = compass(["run", "--config", str(leaky)], e2e_tmp, check=False)
+    refused = compass(["run", "--config", str(leaky)], e2e_tmp, check=False, server=prefect)
     assert refused.returncode == 2 and "store_options.key: credentials are not taken" in refused.stderr, \
         refused.stderr
     flag = compass(["artifacts", "ls", "--store", server.root("run"), f"--store-option=secret={secret}"],
-                   e2e_tmp, check=False)
+                   e2e_tmp, check=False, server=prefect)
     assert flag.returncode == 2 and "--store-option secret" in flag.stderr, flag.stderr
     no_block = write_config(e2e_tmp / "noblock.yaml", server.root("noblock"),
                             store_options={"endpoint_url": server.endpoint, "credentials_block": "no-such-block"})
-    missing = compass(["run", "--config", str(no_block)], e2e_tmp, check=False)
+    missing = compass(["run", "--config", str(no_block)], e2e_tmp, check=False, server=prefect)
     assert missing.returncode == 2 and "no Prefect Secret block 'no-such-block'" in missing.stderr, missing.stderr
     outputs += [refused.stdout, refused.stderr, flag.stdout, flag.stderr, missing.stdout, missing.stderr]
 
     for text in outputs:
         assert secret not in text and key_id not in text, text[-2000:]
-    # every file the runs left here: logs, the Prefect home (database, WAL), caches, run state, configs
+    # every file the runs left here (logs, caches, run state, configs) and the server's (database, WAL, log)
     assert (e2e_tmp / "logs").is_dir() and any((e2e_tmp / "logs").iterdir())
     assert _files_holding(e2e_tmp, needles) == []
+    assert _files_holding(prefect.home.parent, needles) == []
     # every object in the store: manifests, tables, checkpoints, reports, LATEST aliases
     fs = server.filesystem()
     objects = fs.find(server.bucket)
@@ -120,7 +124,7 @@ def test_planted_secret_in_no_output_of_a_whole_run(e2e_tmp: Path, planted, monk
     assert leaks == []
 
     # the Prefect records, read through the database: they exist, and the block is named, not its value
-    db = sqlite3.connect(e2e_tmp / "prefect-home" / "prefect.db")
+    db = sqlite3.connect(prefect.home / "prefect.db")
     markdown = [r[0] for r in db.execute("SELECT data FROM artifact WHERE type = 'markdown'")]
     params = [r[0] for r in db.execute("SELECT parameters FROM flow_run")]
     logs = [r[0] for r in db.execute("SELECT message FROM log")]

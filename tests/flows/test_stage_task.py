@@ -3,16 +3,9 @@ from __future__ import annotations
 
 import pytest
 from prefect import flow
-from prefect.testing.utilities import prefect_test_harness
 
 import flows.stage_task as stage_task_mod
 from compass.runtime.runner import StageResult
-
-
-@pytest.fixture(scope="module")
-def harness():
-    with prefect_test_harness():
-        yield
 
 
 def _flaky(failures: list[BaseException]):
@@ -35,14 +28,14 @@ def _run_once():
     return one()
 
 
-def test_infrastructure_error_is_retried(harness, monkeypatch):
+def test_infrastructure_error_is_retried(prefect_harness, monkeypatch):
     fake, calls = _flaky([ConnectionError("store unreachable"), TimeoutError("slow")])
     monkeypatch.setattr(stage_task_mod, "invoke_stage", fake)
     assert _run_once()["status"] == "ran"
     assert len(calls) == 3
 
 
-def test_bad_input_is_not_retried(harness, monkeypatch):
+def test_bad_input_is_not_retried(prefect_harness, monkeypatch):
     fake, calls = _flaky([ValueError("column 'reference' has type int64")])
     monkeypatch.setattr(stage_task_mod, "invoke_stage", fake)
     with pytest.raises(ValueError, match="reference"):

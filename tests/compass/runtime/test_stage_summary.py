@@ -5,7 +5,6 @@ import asyncio
 
 import pyarrow as pa
 from prefect import flow
-from prefect.testing.utilities import prefect_test_harness
 
 import flows.stage_task as stage_task_mod
 from compass.runtime.runner import StageResult
@@ -66,23 +65,23 @@ def test_markdown_key_is_a_valid_prefect_key():
     assert markdown_key("Domain RL.2") == "domain-rl-2-summary"
 
 
-def test_stage_task_publishes_the_summary(tmp_path, monkeypatch):
+def test_stage_task_publishes_the_summary(tmp_path, monkeypatch, prefect_harness):
     store = ArtifactStore(str(tmp_path / "a"))
     outputs = _outputs(store)
 
     def fake_invoke(stage, **kw):  # the stage's own work is tested elsewhere; this checks the publishing
         return StageResult(kw["run_name"], stage, "v1", "ran", 1.0, outputs)
     monkeypatch.setattr(stage_task_mod, "invoke_stage", fake_invoke)
-    with prefect_test_harness():
-        @flow
-        def one():
-            return stage_task_mod.stage_task("merge", "merge", {}, {}, str(tmp_path / "a"), {}, {})
-        assert one()["status"] == "ran"
 
-        async def read():
-            from prefect.client.orchestration import get_client
-            async with get_client() as client:
-                return await client.read_latest_artifacts()
-        arts = [a for a in asyncio.run(read()) if a.key == "merge-summary"]
+    @flow
+    def one():
+        return stage_task_mod.stage_task("merge", "merge", {}, {}, str(tmp_path / "a"), {}, {})
+    assert one()["status"] == "ran"
+
+    async def read():
+        from prefect.client.orchestration import get_client
+        async with get_client() as client:
+            return await client.read_latest_artifacts()
+    arts = [a for a in asyncio.run(read()) if a.key == "merge-summary"]
     assert len(arts) == 1 and arts[0].type == "markdown"
     assert "| ties w=0.5 | 0.25 |" in arts[0].data
