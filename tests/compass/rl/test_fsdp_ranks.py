@@ -149,40 +149,29 @@ def one_process(ray_up, tok):
     return _run(tok, RUN)[0]
 
 
-def test_the_engine_on_two_ranks_and_a_rollout_worker_trains_as_one_process(ray_up, tok, one_process):
+def test_a_rank_killed_mid_run_restarts_the_group_and_resumes(ray_up, tok, tmp_path, caplog, one_process):
     """Reasoning RL with the trainer on two Ray ranks and the rollout in a Ray worker (one worker keeps the
-    sampling seed): the same samples, rewards and update metrics as one in-process rank with an in-process
-    rollout."""
+    sampling seed), and SIGKILL of rank 1 after step 1's callback: the next collective cannot finish, so the group
+    is ended with one retryable line naming the rank and the call; the engine builds a new group from the first
+    weights, restores the state saved after step 1 and goes on. The run gives the same samples, rewards and
+    update metrics as one in-process rank with an in-process rollout, the steps before the kill and after it."""
     cfg = RUN.model_copy(deep=True)
     cfg.trainer.backend = cfg_for(TWO).trainer.backend
     cfg.rollout.workers = 1
-    res, _, made = _run(tok, cfg)
-    assert made[0].on_ray and made[0].ranks == 2
-    assert [r["response"] for r in res.rollouts] == [r["response"] for r in one_process.rollouts]
-    assert [r["reward"] for r in res.rollouts] == [r["reward"] for r in one_process.rollouts]
-    assert any(m["updated"] == 1.0 for m in res.metrics)
-    for a, b in zip(res.metrics, one_process.metrics):
-        for k in ("reward_mean", "loss", "grad_norm", "entropy", "tokens"):
-            assert a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6), (a["step"], k)
-
-
-def test_a_rank_killed_mid_run_restarts_the_group_and_resumes(ray_up, tok, tmp_path, caplog, one_process):
-    """SIGKILL of rank 1 after step 1's callback: the next collective cannot finish, so the group is ended with one
-    retryable line naming the rank and the call; the engine builds a new group from the first weights, restores
-    the state saved after step 1 and goes on. The run ends as the uninterrupted one did."""
-    cfg = RUN.model_copy(deep=True)
-    cfg.trainer.backend = cfg_for(TWO).trainer.backend
     cfg.checkpoint_every = 1
     with caplog.at_level(logging.WARNING, logger=LOG):
         res, killed, made = _run(tok, cfg, state_dir=tmp_path / "state", kill_after=1)
+    assert made[0].on_ray and made[0].ranks == 2
     assert len(killed) == 1 and made[0].restarts == 1 and res.summary()["trainer_restarts"] == 1
     assert [m["step"] for m in res.metrics] == [0, 1, 2]
     (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == LOG]
     assert "\n" not in line and "fsdp trainer (2 ranks): rank 1 of 2 died during " in line, line
     assert "resumed at step 2 of 3" in line, line
     assert [r["response"] for r in res.rollouts] == [r["response"] for r in one_process.rollouts]
+    assert [r["reward"] for r in res.rollouts] == [r["reward"] for r in one_process.rollouts]
+    assert any(m["updated"] == 1.0 for m in res.metrics)
     for a, b in zip(res.metrics, one_process.metrics):
-        for k in ("reward_mean", "loss", "grad_norm"):
+        for k in ("reward_mean", "loss", "grad_norm", "entropy", "tokens"):
             assert a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6), (a["step"], k)
 
 
