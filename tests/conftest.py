@@ -43,6 +43,8 @@ if WORKER:
 @pytest.fixture(scope="session", autouse=True)
 def _own_folders_removed():
     yield
+    if _ray_up():                   # the Ray that ``ray_up`` kept across modules
+        sys.modules["ray"].shutdown()
     import shutil
     shutil.rmtree(_OWN, ignore_errors=True)
     shutil.rmtree(os.environ["COMPASS_RAY_TMP"], ignore_errors=True)
@@ -77,6 +79,40 @@ def prefect_harness():
     from prefect.testing.utilities import prefect_test_harness
     with prefect_test_harness():
         yield
+
+
+def _ray_leftovers(wait_s: float = 3.0) -> list[str]:
+    """Actors not dead and placement groups not removed in this process's Ray (a killed actor takes a moment to
+    be marked dead)."""
+    import time
+
+    import ray._private.state as ray_state
+    from ray.util.placement_group import placement_group_table
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = [f"actor {a.get('ActorClassName')} {a['State']}" for a in ray_state.actors().values()
+                if a["State"] != "DEAD"]
+        left += [f"placement group {g['state']}" for g in placement_group_table().values() if g["state"] != "REMOVED"]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def ray_up(request):
+    """A loopback Ray of 2 CPUs (started here, or the one this test process already runs), kept from module to
+    module: a start and a stop cost ~5 s of a 2-core machine. A module that leaves an actor alive or a placement
+    group in place gets Ray shut down after it, so no module inherits another's leftovers."""
+    import ray
+
+    from compass.rl.ray_cluster import ensure_ray
+    address = ensure_ray(num_cpus=2)
+    yield address
+    left = _ray_leftovers() if ray.is_initialized() else []
+    if left:
+        import warnings
+        warnings.warn(f"{request.module.__name__} left {left} in Ray: Ray shut down after it", stacklevel=1)
+        ray.shutdown()
 
 
 def _ray_up() -> bool:

@@ -24,7 +24,7 @@ from compass.rl.engine import train
 from compass.runtime.runner import is_infra_error
 from compass.rl.trainer.ray_actor import RayTrainer
 from tests.compass.rl.test_ray import CFG, TEXTS as RL_TEXTS, _batch, threads  # noqa: F401
-from tests.compass.rl.test_ray import model, prompts, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
+from tests.compass.rl.test_ray import model, prompts, tok  # noqa: F401  (the tiny model)
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 

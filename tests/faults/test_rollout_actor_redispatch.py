@@ -14,7 +14,7 @@ from compass.lm.chat import chat_prefix
 from compass.rl.rollout.base import SamplingParams
 from compass.rl.rollout.ray_pool import RayRolloutPool
 from compass.runtime.runner import is_infra_error
-from tests.compass.rl.test_ray import model, ray_up, tok  # noqa: F401  (a loopback Ray, the tiny model)
+from tests.compass.rl.test_ray import model, tok  # noqa: F401  (the tiny model)
 
 import ray  # noqa: I001  (after compass.rl.ray_cluster, which sets Ray's environment)
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from tests.compass.rl.test_ray import ray_up  # noqa: F401  (a loopback Ray of 2 CPUs)
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from compass.rl.trainer import fsdp_trainer
 from compass.rl.trainer.fsdp_trainer import FsdpTrainer
 from compass.runtime.runner import is_infra_error
 from tests.compass.rl.test_fsdp_trainer import _own_process_group, cfg_for, make_batch  # noqa: F401  (autouse)
-from tests.compass.rl.test_ray import TEXTS, ray_up, threads, tok  # noqa: F401  (a loopback Ray of 2 CPUs)
+from tests.compass.rl.test_ray import TEXTS, threads, tok  # noqa: F401
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

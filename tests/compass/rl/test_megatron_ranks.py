@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.compass.rl.test_fsdp_trainer import _own_process_group  # noqa: F401  (autouse)
-from tests.compass.rl.test_ray import ray_up, threads  # noqa: F401  (a loopback Ray of 2 CPUs)
+from tests.compass.rl.test_ray import threads  # noqa: F401
 # the tiny Qwen3-MoE of the one-rank tests: 4 heads over 2 KV heads, 4 experts top-2, 2 layers, vocabulary 300,
 # weights drawn large (routing and log-probs far from uniform): every size here (2) divides what it cuts
 from tests.compass.rl.test_trainer_megatron import hf_model, per_token, tok  # noqa: F401  (fixtures)

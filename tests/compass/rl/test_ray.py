@@ -47,15 +47,6 @@ def threads(k: int):
 
 
 @pytest.fixture(scope="module")
-def ray_up():
-    address = ensure_ray(num_cpus=2)
-    assert ensure_ray(num_cpus=2) == address                    # idempotent
-    assert ray._private.worker.global_worker.node.node_ip_address == "127.0.0.1"    # loopback only
-    yield address
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def tok():
     return build_tokenizer("")
 
@@ -269,6 +260,11 @@ def test_ray_trainer_matches_an_in_process_torch_trainer(ray_up, model, tok, pro
             pool.sync_weights(model.state_dict())
     finally:
         remote.close()
+
+
+def test_ensure_ray_is_idempotent_and_on_loopback(ray_up):
+    assert ensure_ray(num_cpus=2) == ensure_ray() == ray_up
+    assert ray._private.worker.global_worker.node.node_ip_address == "127.0.0.1"
 
 
 def test_unknown_backends_and_bad_settings_fail_clearly(ray_up, model, tok, monkeypatch):

@@ -17,15 +17,6 @@ from tests.helpers import commit_artifact
 pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
 
 
-@pytest.fixture
-def ray_up():
-    from compass.rl.ray_cluster import ensure_ray
-    ensure_ray(num_cpus=2)
-    import ray
-    yield
-    ray.shutdown()
-
-
 def _bad_rows_artifact(store, good: pa.Table):
     """The generated rows plus rows that fail each early check, and a row of invalid UTF-8."""
     rows = good.to_pylist()

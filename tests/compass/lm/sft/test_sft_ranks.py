@@ -13,7 +13,7 @@ import torch
 from compass.config import RankSettings
 from compass.lm.model_factory import ModelConfig, build_model
 from compass.lm.sft.train import train_sft
-from tests.compass.rl.test_ray import ray_up, threads, tok  # noqa: F401  (a loopback Ray of 2 CPUs)
+from tests.compass.rl.test_ray import threads, tok  # noqa: F401
 from tests.helpers import sum_sft_samples
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
