@@ -1,30 +1,36 @@
 """``compass bench length-balance / reward-overlap / system-ablation --quick``: each runs its real parts end to end
-and ends with one JSON line whose figures are consistent (speed targets are the benchmarks' business)."""
+and ends with one JSON line whose figures are consistent (speed targets are the benchmarks' business).
+
+They run in the test process (as `compass bench NAME` calls them), on the loopback Ray it keeps across modules:
+a subprocess each would start Python, torch and a Ray of its own (~10 s of a 2-core machine each)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+import torch
 
-ROOT = Path(__file__).resolve().parents[3]
+from compass.bench import run_bench
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
-def _bench(name: str) -> tuple[dict, str]:
-    env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", name, "--quick"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    return json.loads(lines[-1]), proc.stdout
+@pytest.fixture
+def bench(ray_up, capsys):
+    def run(name: str) -> tuple[dict, str]:
+        threads = torch.get_num_threads()          # the benches set their own; later tests keep this process's
+        try:
+            assert run_bench(name, ["--quick"]) == 0
+        finally:
+            torch.set_num_threads(threads)
+        text = capsys.readouterr().out
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        return json.loads(lines[-1]), text
+    return run
 
 
-def test_length_balance_quick():
-    out, text = _bench("length-balance")
+def test_length_balance_quick(bench):
+    out, text = bench("length-balance")
     for split in ("round_robin", "prompt_length", "history_lpt", "history_kk", "oracle"):
         assert f"| {split} |" in text
     assert out["idle_reduction_points"] == pytest.approx(out["idle_share_round_robin"] - out["idle_share_history_lpt"])
@@ -32,14 +38,14 @@ def test_length_balance_quick():
     assert out["prediction_rel_error"] is not None and out["prediction_rel_error"] >= 0
 
 
-def test_reward_overlap_quick():
-    out, _ = _bench("reward-overlap")
+def test_reward_overlap_quick(bench):
+    out, _ = bench("reward-overlap")
     assert out["identical"] is True                      # the same samples and rewards either way
     assert out["reward_time_hidden"] <= 1.0 and out["reward_s_after"] > 0
 
 
-def test_system_ablation_quick():
-    out, text = _bench("system-ablation")
+def test_system_ablation_quick(bench):
+    out, text = bench("system-ablation")
     assert out["identical_outputs"] is True              # every row sampled, scored and trained the same
     assert out["speedup_0"] == 1.0 and out["overall_speedup"] == out["speedup_3"] > 0
     assert "not measured" in text and out["fp8"] == "not measured"
