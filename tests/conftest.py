@@ -81,6 +81,22 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="session")
+def shared_prefect(tmp_path_factory):
+    """One real Prefect server for this test process's whole-pipeline runs (e2e and faults). Each `compass run`
+    without one starts Prefect's temporary server (~12 s of a 2-core machine's time); the runs that test that
+    start keep doing so (test_run_then_rerun_reuses_everything's first run, test_prefect_start.py)."""
+    from tests.faults.conftest import PrefectServer
+    home = tmp_path_factory.mktemp("shared-prefect") / "prefect-home"
+    home.mkdir()
+    server = PrefectServer(home, home.parent / "prefect-server.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def _ray_leftovers(wait_s: float = 3.0) -> list[str]:
     """Actors not dead and placement groups not removed in this process's Ray (a killed actor takes a moment to
     be marked dead)."""

@@ -75,19 +75,3 @@ def last_json(stdout: str) -> dict:
 @pytest.fixture
 def e2e_tmp(tmp_path: Path) -> Path:
     return tmp_path
-
-
-@pytest.fixture(scope="session")
-def shared_prefect(tmp_path_factory):
-    """One real Prefect server for this test process's whole-pipeline runs. Each `compass run` without one
-    starts Prefect's temporary server (~9 s of a 2-core machine's time); the runs that test that start keep
-    doing so (test_run_then_rerun_reuses_everything's first two runs, test_prefect_start.py)."""
-    from tests.faults.conftest import PrefectServer
-    home = tmp_path_factory.mktemp("shared-prefect") / "prefect-home"
-    home.mkdir()
-    server = PrefectServer(home, home.parent / "prefect-server.log")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()

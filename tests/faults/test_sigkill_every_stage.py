@@ -19,7 +19,7 @@ from compass.dag.pipeline import PIPELINE
 from compass.dag.stages import stage_module
 from compass.store.store import ArtifactStore
 from tests.e2e.conftest import REPO, compass_env, last_json, write_config
-from tests.faults.conftest import PrefectServer
+from tests.faults.conftest import PrefectServer  # noqa: F401  (the type of SERVER)
 
 pytestmark = pytest.mark.slow
 
@@ -65,15 +65,12 @@ def _env(tmp: Path) -> dict:
 
 
 @pytest.fixture
-def prefect_server(tmp_path: Path):
+def prefect_server(shared_prefect):
     global SERVER
-    (tmp_path / "prefect-home").mkdir()
-    SERVER = PrefectServer(tmp_path / "prefect-home", tmp_path / "prefect-server.log")
-    SERVER.start()
+    SERVER = shared_prefect
     try:
         yield SERVER
     finally:
-        SERVER.stop()
         SERVER = None
 
 
