@@ -53,3 +53,21 @@ SMALL_WORLD = dict(suites={"arithmetic": {"n": 120, "n_eval": 10}, "ecommerce_ca
 def small_world_config(**over):
     from stages.world.config import WorldConfig
     return WorldConfig(**{**SMALL_WORLD, **over})
+
+
+def bench_here(name: str, argv: list[str], capsys) -> tuple[dict, str]:
+    """`compass bench NAME ARGV` in the test process, as the CLI calls it (a subprocess would start Python and
+    torch again: ~5 s of a 2-core machine each); the closing JSON line and the whole output. The torch thread
+    count a bench sets is put back, so later tests keep this process's."""
+    import torch
+
+    from compass.bench import run_bench
+    threads = torch.get_num_threads()
+    try:
+        rc = run_bench(name, argv)
+    finally:
+        torch.set_num_threads(threads)
+    text = capsys.readouterr().out
+    assert rc == 0, text[-3000:]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return json.loads(lines[-1]), text

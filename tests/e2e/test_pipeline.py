@@ -2,7 +2,6 @@
 every stage and the resume: tests/faults/test_sigkill_every_stage.py; the pipeline on S3: tests/e2e/test_secrets.py.)"""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

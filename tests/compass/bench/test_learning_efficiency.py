@@ -1,11 +1,7 @@
 """``compass bench learning-efficiency``: its statistics on hand-made numbers, and a ``--quick`` run end to end."""
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +11,6 @@ from compass.bench.learning_efficiency.regimes import REGIMES
 from compass.bench.learning_efficiency.signal_vs_n import curves, hypergeom, measured_at_n
 from compass.bench.learning_efficiency.summary import summarize
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_interp_uses_the_tokens_where_each_point_was_measured():
@@ -139,13 +134,10 @@ def test_regime_milestones_and_overrides():
         REGIMES["paper"].with_overrides({"nonsense": "1"})
 
 
-def test_learning_efficiency_quick_run(tmp_path: Path):
-    env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", "learning-efficiency", "--quick",
-                           "--jobs", "1", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_learning_efficiency_quick_run(tmp_path: Path, capsys):
+    from tests.helpers import bench_here
+    out, _ = bench_here("learning-efficiency", ["--quick", "--jobs", "1", "--cache", str(tmp_path / "cache"),
+                                                "--out", str(tmp_path / "out")], capsys)
     assert out["bench"] == "learning-efficiency" and out["regime"] == "paper"
     assert set(out["final"]) == {"grpo", "dapo", "greso", "ours", "ours-no-prefilter", "ours-no-autoN",
                                  "ours-no-zvp", "ours-no-espo", "ours-zvp-1.0"}

@@ -1,26 +1,15 @@
 """``compass bench vs-trl --quick``: both sides run, and TRL is configured to do our step's work."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.helpers import bench_here
 
 pytest.importorskip("trl")
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def test_vs_trl_quick_runs_both_sides_on_matched_settings():
-    env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", "vs-trl", "--quick"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=170)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
-    out = json.loads(lines[-1])                                   # the bench ends with ONE JSON line
+def test_vs_trl_quick_runs_both_sides_on_matched_settings(capsys):
+    out, _ = bench_here("vs-trl", ["--quick"], capsys)            # the bench ends with ONE JSON line
     assert out["bench"] == "vs-trl" and out["quick"] is True
 
     # both sides really ran and produced samples

@@ -2,21 +2,16 @@
 killed worker without hanging; ``compass bench detok --quick`` runs end to end."""
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from compass.lm.model_factory import build_tokenizer
 from compass.rl.rollout.detokenize import DetokenizerPool, completion_text
 
-ROOT = Path(__file__).resolve().parents[3]
 TEXT = ("The answer is 42, because 6 × 7 = 42. Đáp án là bốn mươi hai. คำตอบคือสี่สิบสอง "
         "答案是四十二。 Jawapannya empat puluh dua 🙂. <think>step by step</think>\n") * 30
 
@@ -126,12 +121,9 @@ def test_killed_worker_is_restarted_and_retried_once_then_a_clear_error(tok, seq
             pool.decode_many(seqs)
 
 
-def test_bench_quick_runs_end_to_end():
-    env = {**os.environ, "COMPASS_PROGRESS": "0"}
-    proc = subprocess.run([sys.executable, "-m", "compass.cli.main", "bench", "detok", "--quick"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=170)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])           # the bench ends with ONE JSON line
+def test_bench_quick_runs_end_to_end(capsys):
+    from tests.helpers import bench_here
+    out, _ = bench_here("detok", ["--quick"], capsys)                # the bench ends with ONE JSON line
     for key in ("speedup", "identical", "workers", "completions", "tokens", "single_s", "pool_s", "pool_start_s"):
         assert key in out
     assert out["bench"] == "detok" and out["identical"] is True and out["workers"] == 2

@@ -6,12 +6,7 @@ the hooks or with the configured experts implementation.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +16,6 @@ import torch.nn.functional as F
 from compass.rl.router_replay import (completion_routes, find_routers, generate_with_routes, record_routes,
                                      replay_routes, route_mismatch_rate, routing_agreement, stack_routes)
 
-ROOT = Path(__file__).resolve().parents[3]
 PAD, EOS, VOCAB = 0, 1, 64
 
 
@@ -286,13 +280,9 @@ def test_routing_agreement_counts_sets_and_ignores_unrecorded_rows():
 
 # -- the benchmark's quick mode --------------------------------------------------------
 
-def test_bench_router_replay_quick_mode_prints_headline_json():
-    proc = subprocess.run([sys.executable, "-c", "import sys; from compass.cli.main import main; "
-                           "sys.exit(main(['bench', 'router-replay', '--quick', '--threads', '1']))"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COMPASS_PROGRESS": "0", "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    head = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_bench_router_replay_quick_mode_prints_headline_json(capsys):
+    from tests.helpers import bench_here
+    head, _ = bench_here("router-replay", ["--quick", "--threads", "1"], capsys)
     assert head["bench"] == "router-replay"
     # replay can only remove a gap that flipped routes made: whether the bench's unplanted bf16 model
     # flips any route depends on the CPU's rounding (issue 30), so "> 1" is asserted only when one did;

@@ -8,7 +8,6 @@ import copy
 import logging
 
 import pytest
-import torch
 
 from compass.config import RankSettings
 from compass.lm.model_factory import ModelConfig, build_model
