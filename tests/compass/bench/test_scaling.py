@@ -11,12 +11,8 @@ from compass.bench import run_bench
 pytestmark = pytest.mark.ray
 
 
-def test_bench_scaling_quick_prints_the_table_and_a_consistent_headline(capsys):
-    import ray
-    try:
-        assert run_bench("scaling", ["--quick", "--workers", "2", "--syncs", "1"]) == 0
-    finally:
-        ray.shutdown()
+def test_bench_scaling_quick_prints_the_table_and_a_consistent_headline(ray_up, capsys):
+    assert run_bench("scaling", ["--quick", "--workers", "2", "--syncs", "1"]) == 0     # on the kept 2-CPU Ray
     out = capsys.readouterr().out.strip().splitlines()
     head = json.loads(out[-1])
     assert head["bench"] == "scaling" and head["quick"] is True and head["ranks"] == 2
