@@ -5,28 +5,16 @@ They run in the test process (as `compass bench NAME` calls them), on the loopba
 a subprocess each would start Python, torch and a Ray of its own (~10 s of a 2-core machine each)."""
 from __future__ import annotations
 
-import json
-
 import pytest
-import torch
 
-from compass.bench import run_bench
+from tests.helpers import bench_here
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 @pytest.fixture
 def bench(ray_up, capsys):
-    def run(name: str) -> tuple[dict, str]:
-        threads = torch.get_num_threads()          # the benches set their own; later tests keep this process's
-        try:
-            assert run_bench(name, ["--quick"]) == 0
-        finally:
-            torch.set_num_threads(threads)
-        text = capsys.readouterr().out
-        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        return json.loads(lines[-1]), text
-    return run
+    return lambda name: bench_here(name, ["--quick"], capsys)
 
 
 def test_length_balance_quick(bench):
