@@ -42,18 +42,22 @@ def start_with_slow_server(tmp: Path, delays: list[float], timeout_s: int | None
     if timeout_s is not None:
         env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = str(timeout_s)
     cfg = write_config(tmp / "c.yaml", str(tmp / "store"))
-    proc = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "run", "--config", str(cfg), "--until", "world",
-                             "--json"], cwd=REPO, env={**compass_env(home or tmp), **env}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # output to files, not pipes: the three runs go side by side and a pipe nobody reads yet stops its writer
+    out_path, err_path = tmp / "stdout.txt", tmp / "stderr.txt"
+    with out_path.open("w") as out, err_path.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "compass.cli.main", "run", "--config", str(cfg), "--until",
+                                 "world", "--json"], cwd=REPO, env={**compass_env(home or tmp), **env}, stdout=out,
+                                stderr=err, text=True, start_new_session=True)
 
     def wait():
         try:
-            out, err = proc.communicate(timeout=600)
+            proc.wait(timeout=600)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
         starts = (slow / "starts").read_text() if (slow / "starts").exists() else ""
-        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), len(starts)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out_path.read_text(),
+                                           err_path.read_text()), len(starts)
     return wait
 
 
@@ -96,7 +100,8 @@ def test_a_server_slower_than_prefects_20_s_default_is_waited_for(slow_runs):
 
 
 def test_a_hung_server_is_started_again_and_the_run_goes_on(slow_runs):
-    proc, starts = slow_runs[1]("hung")
+    _, result = slow_runs
+    proc, starts = result("hung")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert starts == 2
     warning = [ln for ln in proc.stderr.splitlines() if "starting it again" in ln]
