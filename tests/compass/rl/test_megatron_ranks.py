@@ -94,11 +94,16 @@ def assert_same(a: dict, b: dict, start, batch, steps: int = 2):
     start = start if isinstance(start, dict) else start.state_dict()
     moved = max(float((a["weights"][k] - start[k]).abs().max()) for k in start)
     assert moved > 1e-4
-    # AdamW's step is ~lr * g / (|g| + eps): an element whose gradient is itself at rounding level moves by a
-    # rounding-dependent amount (summing in micro-batches changes the rounding): so all but 1e-4 of the
-    # elements within 1% of how far the weights moved, and none beyond 5%
+    # AdamW's step is ~lr * g / (|g| + eps): an element whose gradient is itself at rounding level (within the
+    # gradients' own tolerance above, 1e-5 of the largest) moves by a rounding-dependent amount, which summing in
+    # micro-batches and the CPU's kernels change (one such element came out 5.3% apart on another machine). So:
+    # all but 1e-4 of the elements within 1% of how far the weights moved, none with a gradient above rounding
+    # level beyond 5%, and the rounding-level ones no further apart than two such moves.
     diff = torch.cat([(a["weights"][k] - b["weights"][k]).abs().flatten() for k in start])
-    assert float(diff.max()) <= 0.05 * moved
+    rounding = torch.cat([(a["grads"][k].abs() <= 1e-5 * top).flatten() if k in a["grads"]
+                          else torch.zeros(start[k].numel(), dtype=torch.bool) for k in start])
+    assert float(diff[~rounding].max()) <= 0.05 * moved
+    assert float(diff.max()) <= 2 * moved
     assert float((diff > 0.01 * moved).float().mean()) <= 1e-4
     assert a["steps"] == b["steps"] == steps
 
