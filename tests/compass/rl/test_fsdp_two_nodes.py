@@ -82,34 +82,57 @@ def _ray_start(args: list[str], env: dict) -> tuple[subprocess.Popen, str]:
     return proc, out
 
 
-@pytest.fixture
-def two_nodes():
-    """A Ray head (2 CPUs) and a second node (2 CPUs, resource ``second_node``) on this machine; the head's address."""
+# Ray gives a starting node a fixed 30 s to register with the GCS; on a slow or busy 2-core machine a node can
+# miss it ("The current node timed out during startup": seen once, unloaded, on a slower machine, 2026-11-28).
+# Such a start is retried once on a fresh cluster: both nodes stopped, new ports.
+STARTUP_TIMEOUT = "timed out during startup"
+
+
+def _start_cluster(env: dict) -> tuple[str, str, list[int], str]:
+    """Start a head and a second node; ``(address or "", temp dir, process groups started, output of a failure)``."""
     temp = tempfile.mkdtemp(prefix="c2n-", dir="/tmp")
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env.update(CLUSTER, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     ports = _free_ports(len(PORT_FLAGS) + len(NODE_FLAGS))
     head_ports, node_ports = ports[:len(PORT_FLAGS)], ports[len(PORT_FLAGS):]
     common = ["--num-cpus=2", "--node-ip-address=127.0.0.1", f"--object-store-memory={256 << 20}",
               "--disable-usage-stats"]
     head_workers, node_workers = ["--min-worker-port=21000", "--max-worker-port=21499"], \
         ["--min-worker-port=21500", "--max-worker-port=21999"]          # outside Ray's default 10002-19999
-    started = []
+    head, out = _ray_start(["--head", "--include-dashboard=false", f"--temp-dir={temp}", *common, *head_workers,
+                            *(f"{f}={p}" for f, p in zip(PORT_FLAGS, head_ports))], env)
+    started = [head.pid]
+    if head.returncode != 0:
+        return "", temp, started, "head: " + out
+    address = f"127.0.0.1:{head_ports[0]}"
+    node, out = _ray_start([f"--address={address}", *common, *node_workers, '--resources={"second_node": 1}',
+                            *(f"{f}={p}" for f, p in zip(NODE_FLAGS, node_ports))], env)
+    started.append(node.pid)
+    return (address, temp, started, "") if node.returncode == 0 else ("", temp, started, "node: " + out)
+
+
+def _stop_cluster(temp: str, started: list[int]) -> None:
+    for pid in reversed(started):
+        _stop_head(pid, temp)
+
+
+@pytest.fixture
+def two_nodes():
+    """A Ray head (2 CPUs) and a second node (2 CPUs, resource ``second_node``) on this machine; the head's address."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(CLUSTER, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    for attempt in (1, 2):
+        address, temp, started, failure = _start_cluster(env)
+        if address:
+            break
+        _stop_cluster(temp, started)
+        if attempt == 1 and STARTUP_TIMEOUT in failure:
+            continue
+        if failure.startswith("head: "):
+            pytest.skip(f"the ray CLI could not start a head here: {failure.strip().splitlines()[-1][:300]}")
+        raise AssertionError(failure[-2000:])
     try:
-        head, out = _ray_start(["--head", "--include-dashboard=false", f"--temp-dir={temp}", *common, *head_workers,
-                                *(f"{f}={p}" for f, p in zip(PORT_FLAGS, head_ports))], env)
-        started.append(head.pid)
-        if head.returncode != 0:
-            pytest.skip(f"the ray CLI could not start a head here: {out.strip().splitlines()[-1][:300]}")
-        address = f"127.0.0.1:{head_ports[0]}"
-        node, out = _ray_start([f"--address={address}", *common, *node_workers, '--resources={"second_node": 1}',
-                                *(f"{f}={p}" for f, p in zip(NODE_FLAGS, node_ports))], env)
-        started.append(node.pid)
-        assert node.returncode == 0, out[-2000:]
         yield address
     finally:
-        for pid in reversed(started):
-            _stop_head(pid, temp)
+        _stop_cluster(temp, started)
 
 
 def test_two_ranks_on_two_nodes_train_as_one_rank(two_nodes, tmp_path):
