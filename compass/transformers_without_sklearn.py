@@ -2,7 +2,7 @@
 
 transformers' generation utilities import ``sklearn.metrics`` whenever scikit-learn is installed (lm-eval
 installs it), for one thing only: assisted decoding's adaptive confidence threshold, which compass never uses.
-That import (scikit-learn and SciPy) costs about 1.5 s of CPU in every process that builds a model: each stage,
+That import (scikit-learn and SciPy) costs 1.5-2 s of CPU in every process that builds a model: each stage,
 each Ray rollout worker and trainer rank, each benchmark run. A hook tells transformers, just before that module
 loads, that scikit-learn is absent; scikit-learn itself still imports as usual (lm-eval's metrics use it).
 ``COMPASS_TRANSFORMERS_SKLEARN=1`` leaves transformers as it is.
