@@ -1,4 +1,4 @@
-"""A process that imports compass and then builds a transformers model never imports scikit-learn (~1.5 s of CPU
+"""A process that imports compass and then builds a transformers model never imports scikit-learn (1.5-2 s of CPU
 saved per stage, Ray worker and rank), scikit-learn itself still imports, and the opt-out leaves transformers as
 it is."""
 from __future__ import annotations
