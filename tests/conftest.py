@@ -55,6 +55,28 @@ def pytest_configure(config):
                                        "all such modules run on one worker, one after another")
 
 
+# COMPASS_TEST_FIXTURE_LOG=FILE: each fixture teardown over 1 s, appended to FILE, for finding where a test's
+# "teardown" time goes (the last test on a worker also carries the session's teardown). A fixture's time
+# includes the teardown of fixtures that depend on it (pytest finishes those from its own teardown).
+if os.environ.get("COMPASS_TEST_FIXTURE_LOG"):
+    import time as _time
+
+    from _pytest.fixtures import FixtureDef as _FixtureDef
+    _finish = _FixtureDef.finish
+
+    def _timed_finish(self, request):
+        t0 = _time.monotonic()
+        try:
+            return _finish(self, request)
+        finally:
+            spent = _time.monotonic() - t0
+            if spent > 1.0:
+                with open(os.environ["COMPASS_TEST_FIXTURE_LOG"], "a") as f:
+                    f.write(f"{spent:7.1f}s {WORKER or 'main'} {self.scope:8s} {self.argname} "
+                            f"({request.node.nodeid})\n")
+    _FixtureDef.finish = _timed_finish
+
+
 @pytest.hookimpl(tryfirst=True)     # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Under ``--dist loadgroup``: a module's tests stay on one worker (its module fixtures are built once),
