@@ -5,7 +5,9 @@
 per verifier under ``compass/gym/verifiers/``, and ``score`` calls its spec form.
 The row form, for ``compass gym score``, is ``compass.gym.rows``.
 
-The final answer is the text after the last ``</think>``; a response with no
+The final answer is the text after the last ``</think>``, up to the response's first
+end-of-turn marker (``<|im_end|>``, ``<|eot_id|>``, ``</s>``, a "Human:" turn ...): what a
+model writes past its turn is not its answer. A response with no
 ``</think>`` is its own final answer, unless it opened a ``<think>`` that it
 never closed: an unfinished thought has no answer (scores 0), so a truncated
 trace cannot earn reward from numbers inside its reasoning.
@@ -13,6 +15,7 @@ trace cannot earn reward from numbers inside its reasoning.
 from __future__ import annotations
 
 import json
+import re
 from typing import NamedTuple
 
 from compass.gym.registry import load_all
@@ -20,11 +23,31 @@ from compass.gym.registry import load_all
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
+# Where a model's turn ends: the end-of-turn tokens of the common chat formats (ChatML, Llama 3, Gemma,
+# DeepSeek, GPT-2's end of text, SentencePiece's </s>) and a next turn's start. A model that runs past its
+# turn writes the next one ("<|im_end|>\n<|im_start|>user\nNext question ..."); that text is not its
+# answer, and its numbers must not be read as one.
+END_OF_TURN = re.compile(r"<\|im_end\|>|<\|im_start\|>|<\|eot_id\|>|<\|endoftext\|>|<\|end_of_text\|>|</s>"
+                         r"|<end_of_turn>|<start_of_turn>|<\uff5cend\u2581of\u2581sentence\uff5c>"
+                         r"|\n\s*(?:Human|User|USER):[ \t]")
+
+
+def end_of_turn(response: str) -> str:
+    """The response up to its first end-of-turn marker (all of it when there is none)."""
+    if "<" in response or ":" in response:
+        m = END_OF_TURN.search(response)
+        if m is not None:
+            return response[:m.start()]
+    return response
+
+
 def final_answer(response: str) -> str:
-    """The text after the last ``</think>`` (stripped); the whole text when no
-    thinking was opened; "" when a ``<think>`` was opened and never closed."""
+    """The text after the last ``</think>`` (stripped) of the response up to its end of turn
+    (``end_of_turn``); the whole text when no thinking was opened; "" when a ``<think>`` was opened
+    and never closed."""
     if response is None:
         return ""
+    response = end_of_turn(response)
     if THINK_CLOSE in response:
         return response.rsplit(THINK_CLOSE, 1)[1].strip()
     if THINK_OPEN in response:

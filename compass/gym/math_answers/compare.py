@@ -21,8 +21,8 @@ from fractions import Fraction
 from compass.gym.math_answers import sympy_worker
 from compass.gym.math_answers.intervals import as_tree, is_inequality_form, is_interval_form, solution_set, var_of
 from compass.gym.math_answers.parse import Answer
-from compass.gym.math_answers.relations import (chain_steps, collapse_chain, drop_leading_label, is_label,
-                                                labelled_values, stated_value)
+from compass.gym.math_answers.relations import (chain_steps, collapse_chain, drop_leading_label, expression_value,
+                                                is_label, labelled_values, split_approximation, stated_value)
 
 # Exact powers are computed only while the result stays small; beyond that the
 # numeric path (or sympy under its timeout) decides, so "2^{2^{100}}" never hangs here.
@@ -314,6 +314,16 @@ class Comparer:
         """Whether gold-side tree ``a`` equals response-side tree ``b`` (the order matters where the gold's
         form decides between two readings: a set gold accepts a parenthesised list, not the reverse)."""
         a, b = _expand_pm(a), _expand_pm(b)
+        approx = split_approximation(a)
+        if approx is not None:                          # a gold through \approx states its exact value
+            a = approx[0] if approx[0] is not None else approx[1]
+        approx = split_approximation(b)
+        if approx is not None:
+            # the value before the approximation counts; the decimal after it only against a decimal gold
+            exact_b, approx_b = approx
+            return ((exact_b is not None and self.equiv(a, exact_b))
+                    or (_is_decimal(a) and self.equiv(a, approx_b)))
+        a, b = _reduce_matrices(a), _reduce_matrices(b)    # 2\begin{pmatrix}..\end{pmatrix}: one matrix
         if not (a[0] == b[0] == "rel" and a[1] == b[1] == "and"):
             a, b = collapse_chain(a), collapse_chain(b)         # x = 5+5+1 = 11 states 11
         la, lb = labelled_values(a), labelled_values(b)
@@ -329,8 +339,11 @@ class Comparer:
             return self.stated(a, b)
         if ka in ("list", "set") or kb in ("list", "set"):
             if ka == "seq" or kb == "seq":
-                # a set of solutions written as a parenthesised list, (1,3) for {1,3}: the gold says "set"
-                return ka in ("list", "set") and b[1:3] == ("(", ")") and self.multiset(_items(a), b[3])
+                # a set of solutions written as a parenthesised list, (1,3) for {1,3}: the gold says "set";
+                # and a set written where the gold writes a tuple, {3, 5} for (3, 5): the response says "set"
+                if ka in ("list", "set"):
+                    return b[1:3] == ("(", ")") and self.multiset(_items(a), b[3])
+                return kb == "set" and a[1:3] == ("(", ")") and self.multiset(a[3], _items(b))
             return self.multiset(_items(a), _items(b))
         if ka == "union" or kb == "union":
             return ka == kb and self.multiset(a[1], b[1])
@@ -353,7 +366,12 @@ class Comparer:
         return self.scalar(a, b)
 
     def multiset(self, xs, ys) -> bool:
+        """Gold items ``xs`` against response items ``ys`` in any order; a response that repeats an item
+        (``{(1,2), (2,1), (2,1)}``) states it once, unless the gold itself repeats one (roots counted with
+        their multiplicity)."""
         xs, ys = drop_leading_label(xs), drop_leading_label(ys)
+        if len(ys) > len(xs) and len(self._distinct(xs)) == len(xs):
+            ys = self._distinct(ys)
         if len(xs) != len(ys):
             return False
         left = list(ys)
@@ -365,6 +383,13 @@ class Comparer:
             else:
                 return False
         return True
+
+    def _distinct(self, items) -> tuple:
+        out: list = []
+        for x in items:
+            if not any(x == y or self.equiv(y, x) for y in out):
+                out.append(x)
+        return tuple(out)
 
     def labelled(self, a, la, b, lb) -> bool:
         """Answers naming several things: matched label by label when both name them, else the named values
@@ -403,6 +428,8 @@ class Comparer:
         computation); an equation that names no value equals no bare value."""
         rel, other = (a, b) if a[0] == "rel" else (b, a)
         value = stated_value(rel, free_symbols)
+        if value is None and rel is b:                  # a response's "a+b = 7" states 7
+            value = expression_value(rel, free_symbols)
         if value is None:
             return False
         return self.equiv(value, other) if rel is a else self.equiv(other, value)
@@ -478,6 +505,89 @@ class Comparer:
         except (ValueError, KeyError):
             return False
         return sympy_worker.symbolic_equal(sa, sb, timeout_s=self.timeout_s) is True
+
+
+def _is_decimal(t) -> bool:
+    """A number with a finite decimal expansion that is not whole (1.414, 0.25): what an approximation
+    can be checked against."""
+    if t[0] == "neg":
+        t = t[1]
+    if t[0] != "num" or t[1].denominator == 1:
+        return False
+    d = t[1].denominator
+    for p in (2, 5):
+        while d % p == 0:
+            d //= p
+    return d == 1
+
+
+# -- matrix arithmetic -----------------------------------------------------------------------------
+def _has_matrix(t) -> bool:
+    if t[0] == "matrix":
+        return True
+    if t[0] == "pow":
+        return _has_matrix(t[1])
+    return t[0] in ("add", "neg", "mul", "div") and any(_has_matrix(c) for c in t[1:])
+
+
+def _reduce_matrices(t):
+    """An expression over matrices and scalars (``2\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}``, ``A + B``,
+    ``\\frac12 M``, a product ``M N``) as the one matrix it evaluates to, its entries as trees; ``t`` itself
+    when it is no such expression or the shapes do not fit."""
+    if t[0] not in ("add", "neg", "mul", "div", "pow") or not _has_matrix(t):
+        return t
+    try:
+        return _matrix_value(t)
+    except ValueError:
+        return t
+
+
+def _matrix_value(t):
+    k = t[0]
+    if k == "matrix":
+        return t
+    if not _has_matrix(t):
+        return t                                   # a scalar
+    if k == "neg":
+        m = _matrix_value(t[1])
+        return ("matrix", tuple(tuple(("neg", x) for x in row) for row in m[1]))
+    if k == "pow":                                 # M^T, M^2: a transpose, a small whole power
+        m = _matrix_value(t[1])
+        if t[2] == ("sym", "T"):
+            return ("matrix", tuple(zip(*m[1])))
+        n = exact(t[2])
+        if n is None or n.denominator != 1 or not 1 <= n <= 8:
+            raise ValueError("a power other than a transpose or a small whole one")
+        out = m
+        for _ in range(int(n) - 1):
+            out = _matrix_value(("mul", out, m))
+        return out
+    a, b = _matrix_value(t[1]), _matrix_value(t[2])
+    ma, mb = a[0] == "matrix", b[0] == "matrix"
+    if k == "add":
+        if not (ma and mb) or len(a[1]) != len(b[1]) or len(a[1][0]) != len(b[1][0]):
+            raise ValueError("matrix plus a scalar, or shapes that differ")
+        return ("matrix", tuple(tuple(("add", x, y) for x, y in zip(ra, rb)) for ra, rb in zip(a[1], b[1])))
+    if k == "div":
+        if mb:
+            raise ValueError("division by a matrix")
+        return ("matrix", tuple(tuple(("div", x, b) for x in row) for row in a[1]))
+    if ma and mb:                                  # a matrix product
+        if len(a[1][0]) != len(b[1]):
+            raise ValueError("shapes do not multiply")
+        cols = list(zip(*b[1]))
+        return ("matrix", tuple(tuple(_sum(("mul", x, y) for x, y in zip(row, col)) for col in cols)
+                                for row in a[1]))
+    m, c = (a, b) if ma else (b, a)
+    return ("matrix", tuple(tuple(("mul", c, x) for x in row) for row in m[1]))
+
+
+def _sum(terms):
+    terms = list(terms)
+    out = terms[0]
+    for x in terms[1:]:
+        out = ("add", out, x)
+    return out
 
 
 def _scaled(t):

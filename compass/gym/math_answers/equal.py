@@ -21,9 +21,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from compass.gym.math_answers.compare import Comparer
-from compass.gym.math_answers.extract import answer_candidates, extract_final_answer, gold_answer, spread_answer
+from compass.gym.math_answers.extract import (answer_candidates, extract_final_answer, gold_answer, joined_segments,
+                                              spread_answer)
 from compass.gym.math_answers.numerals import comma_readings, writes_english
 from compass.gym.math_answers.parse import parse_answer, text_key
+from compass.gym.math_answers.times import clock_time, same_time
 from compass.gym.score import final_answer
 
 __all__ = ["math_equal", "judge_math", "answers_equal", "extract_final_answer", "Verdict"]
@@ -80,6 +82,11 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
     candidates += [m for m in map(_last_member, candidates) if m is not None]
     # English prose or not matters only for a comma the English reading could not settle: asked lazily
     english = any("," in c for c in candidates) and writes_english(final)
+    if any(":" in c for c in candidates):          # "ends at 3:15" is a time of day, not 3/15
+        clocks = [clock_time(c, final) for c in candidates]
+        if any(t is not None and same_time(t, gold) for t in clocks):
+            return Verdict(True)
+        candidates = [c for c, t in zip(candidates, clocks) if t is None]
     if any(_bare_equal(c, gold, comparer, english) for c in candidates):
         return Verdict(True)
     tree = parse_answer(gold).tree
@@ -87,6 +94,11 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
         # a gold of several items may be stated one value at a time: "we get $a = 2$ and $b = 5$"
         spread = spread_answer(response)
         if spread is not None and _bare_equal(spread, gold, comparer, english):
+            return Verdict(True)
+    if tree is not None and (tree[0] in _SEVERAL and len(tree[-1]) >= 2 or tree[0] in ("union", "rel")):
+        # or in several math segments: "so $x \ge 3$ or $x \le -1$" against a union
+        joined = joined_segments(response)
+        if joined is not None and _bare_equal(joined, gold, comparer, english):
             return Verdict(True)
     return Verdict(False)
 

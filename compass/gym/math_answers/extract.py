@@ -12,7 +12,7 @@ Order, latest statement first (a model often corrects itself, so the last word c
 3. a short final text that is itself the answer (``\\frac{1}{2}``, ``(1, 2)``), or a matrix
    environment the text ends with;
 4. the last ``$..$`` math segment of the text, when it holds a number or is short;
-5. the last number (``-1,234.5``, ``3/4``, ``2 1/3``, ``45%``, ``1,22``).
+5. the last number (``-1,234.5``, ``3/4``, ``2 1/3``, ``45%``, ``1,22``, a time or ratio ``10:30``).
 
 Only text after the last ``</think>`` counts (``compass.gym.score.final_answer``): an unclosed
 think block has no answer. The word "answer" alone does not start an answer: "to find
@@ -40,6 +40,7 @@ _MATH_SEG_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|
 # (?<![A-Za-z0-9_.]), not (?<![\w.]): a number right after 是 or Ответ is still a number;
 # 1.250,50 (dot-grouped thousands, decimal comma) is one number, as 1,250.50 is
 _NUMBER_RE = re.compile(
+    r"(?<![A-Za-z0-9_.:])\d+(?::\d+)+(?![\d:])|"      # a clock time or a ratio, 10:30, 3:4, as one answer
     r"(?<![A-Za-z0-9_.])-?\$?\s?(?:\d{1,3}(?:\.\d{3})+,\d+(?![\d,])|\d{1,3}(?:,\d{3})+(?![\d,])"
     r"|\d+,\d{1,2}(?![\d,])|\d+)(?:\.\d+)?"
     r"(?:[ \t]+\d+/\d+(?![\d/]))?"
@@ -136,12 +137,17 @@ _SENTENCE_BREAK = re.compile(r"(?<!\\)[.!?。](?=\s+\S)|\n\s*\n|\n(?=\S)")
 # one stated value: a plain label (x, a, x_1, x_{2}) then "=" then the value, alone in its math segment
 _LABEL_EQ = re.compile(r"^\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*[^=]+$")
 _PLAIN_LABEL_EQ = re.compile(r"(?<![\w\\^_])([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\d/])")
+_LIST_JOIN = re.compile(r"[,;、和]|\b(?:and|y|e|et|und|и|as well as)\b")
+# words that make a later box a correction of an earlier one, not a second item
+_CONTRAST = re.compile(r"\b(?:but|however|actually|wait|instead|not|yet|rather|wrong|mistake|oops|sorry|"
+                       r"correct(?:ion|ed|ing)?|re-?check|pero|mais|aber|но)\b", re.I)
 _BOXED_VALUE = re.compile(r"\\(?:boxed|fbox)\s*\{([^{}]*)\}")
 
 
 def spread_answer(text: str | None) -> str | None:
     """An answer spread over the last sentence as several stated values: "we get $a = 2$ and $b = 5$",
-    "\\(x_1 = 5\\) and \\(x_2 = -2\\)", "the solutions are x = 1 or x = 3" -> ``a = 2, b = 5`` ...;
+    "\\(x_1 = 5\\) and \\(x_2 = -2\\)", "the solutions are x = 1 or x = 3" -> ``a = 2, b = 5`` ...; or as
+    several boxes ("the speed is \\boxed{12} km/h and the time is \\boxed{3} hours" -> ``12, 3``);
     None when the last sentence states fewer than two. The ``math`` verifier tries it only against a gold
     with several items, after the single final answer failed."""
     final = final_answer(text or "")[-600:].rstrip()
@@ -160,7 +166,41 @@ def spread_answer(text: str | None) -> str | None:
     plain = " \x00 ".join(outside)           # text between math segments, never joined across one
     values += [(i, f"{m.group(1)} = {m.group(2)}") for i, m in enumerate(_PLAIN_LABEL_EQ.finditer(plain))
                if not values]
+    if len(values) < 2:
+        # boxes spread over the sentence: "the speed is $\boxed{12}$ km/h and the time is $\boxed{3}$ hours"
+        # (joined as a list: "and" or a comma between each two, and no "but": "\boxed{1} yet \boxed{2}" and
+        # "I first thought \boxed{12}, but actually it is \boxed{15}" are corrections)
+        spans = _boxes(sentence)
+        gaps = [sentence[a[1]:b[0]] for a, b in zip(spans, spans[1:])]
+        if len(spans) >= 2 and all(_LIST_JOIN.search(g) and not _CONTRAST.search(g) for g in gaps):
+            return ", ".join(c for _, _, c in spans)
     return ", ".join(v for _, v in values) if len(values) >= 2 else None
+
+
+_JOIN_GAP = re.compile(r"\s*(?:,|;|\b(?:or|and)\b|\\text\{\s*(?:or|and)\s*\})?\s*", re.I)
+
+
+def joined_segments(text: str | None) -> str | None:
+    """The math segments that end the last sentence, joined by the "or" / "and" / commas between them:
+    "so $x \\ge 3$ or $x \\le -1$." -> ``x \\ge 3 or x \\le -1``; None when fewer than two. The ``math``
+    verifier tries it against a gold of several parts (a list, a union, an inequality), after the single
+    final answer failed."""
+    final = final_answer(text or "")[-600:].rstrip()
+    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
+    sentence = final[breaks[-1]:] if breaks else final
+    segs = list(_MATH_SEG_RE.finditer(sentence))
+    run = segs[-1:]
+    for seg in reversed(segs[:-1]):
+        if not _JOIN_GAP.fullmatch(sentence[seg.end():run[0].start()]):
+            break
+        run.insert(0, seg)
+    if len(run) < 2:
+        return None
+    parts = [next(g for g in run[0].groups() if g is not None).strip()]
+    for prev, seg in zip(run, run[1:]):
+        parts.append(" " + sentence[prev.end():seg.start()].strip() + " ")
+        parts.append(next(g for g in seg.groups() if g is not None).strip())
+    return "".join(parts)
 
 
 def extract_final_answer(text: str | None) -> str | None:

@@ -11,7 +11,7 @@ Trees are plain tuples so they hash and cache: ``("num", Fraction)``, ``("sym", 
 ``("fact", a)``, ``("abs", a)``, ``("pm", a, b)`` (a ± b), ``("seq", open, close, items)``
 (tuples and intervals: brackets kept), ``("set", items)`` (``\\{..\\}``), ``("list", items)``
 (a bare comma list; ``;``-separated groups nest), ``("union", items)``, ``("ratio", items)`` (``7:32``),
-``("rel", op, a, b)``, ``("base", digits, base)``
+``("rel", op, a, b)`` (op ``~=`` is ``\\approx``), ``("base", digits, base)``
 (``204_5``), ``("matrix", rows)``, ``("text", words)``.
 
 No sympy here: the verifier's fast path is this parser plus ``fractions.Fraction``.
@@ -43,7 +43,8 @@ class ParseError(ValueError):
 # -- normalisation (string level) -------------------------------------------------------------
 _UNICODE = {"\u2212": "-", "\u2013": "-", "\u00d7": "*", "\u00f7": "/", "\u00b7": "*", "\u00b0": "",
             "\u221a": "\\sqrt", "\u03c0": "\\pi ", "\u221e": "\\infty ", "\u2264": "\\le ", "\u2265": "\\ge ",
-            "\u2260": "\\ne ", "\u222a": "\\cup ", "\u00b1": "\\pm ", "\u2009": " ", "\u00a0": " ",
+            "\u2260": "\\ne ", "\u2248": "\\approx ", "\u222a": "\\cup ", "\u00b1": "\\pm ", "\u2009": " ",
+            "\u00a0": " ",
             "\uff0c": ",", "\uff08": "(", "\uff09": ")", "\uff1a": ":", "\uff1b": ";", "\u2208": "\\in ",
             "\u2205": "\\emptyset ", "\u211d": "\\mathbb{R}", "\u20ac": " ", "\u00a3": " "}
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
@@ -123,7 +124,7 @@ _OPS = {r"\cdot": "*", r"\times": "*", r"\ast": "*", r"\div": "/", r"\pm": "pm",
         r"\cup": "cup", r"\le": "<=", r"\leq": "<=", r"\leqslant": "<=", r"\ge": ">=", r"\geq": ">=",
         r"\geqslant": ">=", r"\ne": "!=", r"\neq": "!=", r"\lt": "<", r"\gt": ">", r"\{": "{{", r"\}": "}}",
         r"\lbrace": "{{", r"\rbrace": "}}", r"\vert": "|", r"\mid": "|", r"\lvert": "|", r"\rvert": "|",
-        r"\approx": "=", r"\to": "=", r"\land": "land", r"\wedge": "land", r"\lor": ",", r"\vee": ",",
+        r"\approx": "~=", r"\to": "=", r"\land": "land", r"\wedge": "land", r"\lor": ",", r"\vee": ",",
         r"\colon": ":"}
 # \text{ and } / \text{ or } between answers: the same separators as the bare words
 _CONNECTIVES = {"and": ("op", "land"), "or": ("op", ",")}
@@ -230,7 +231,7 @@ def _word_tokens(text: str) -> list[tuple[str, object]]:
 
 
 # -- parser -------------------------------------------------------------------------------------------
-_REL_OPS = {"=", "<", ">", "<=", ">=", "!="}
+_REL_OPS = {"=", "~=", "<", ">", "<=", ">=", "!="}      # ~=: \approx
 _STARTS_PRIMARY = {"num", "mixed", "sym", "const", "func", "cmd"}
 
 
@@ -554,14 +555,29 @@ def _name(node) -> str:
 
 
 def _strip_units(tokens: list) -> list:
-    """Drop trailing unit words ("5 cm", "15 cm^2", "18 dollars", "3 km/h") after a quantity."""
-    end = len(tokens) - 1            # index of ("end", None)
-    j = end
+    """Drop unit words after a quantity ("5 cm", "15 cm^2", "18 dollars", "3 km/h"), at the end and before
+    each top-level comma ("5 cm, 12 cm^2": two quantities)."""
+    out, seg, depth = [], [], 0
+    for tok in tokens[:-1]:
+        kind, v = tok
+        if kind == "op":
+            depth += (v in ("(", "[", "{", "{{")) - (v in (")", "]", "}", "}}"))
+            if v == "," and depth == 0:
+                out += _strip_tail(seg) + [tok]
+                seg = []
+                continue
+        seg.append(tok)
+    return out + _strip_tail(seg) + [tokens[-1]]
+
+
+def _strip_tail(tokens: list) -> list:
+    """``tokens`` without the unit words that end them; unchanged when they are all words (a text answer)."""
+    end = j = len(tokens)
     while j > 0:
         kind, v = tokens[j - 1]
         if kind == "word":
             j -= 1
-        elif kind == "num" and j >= 2 and tokens[j - 2] == ("op", "^") and j >= 3 and tokens[j - 3][0] == "word":
+        elif kind == "num" and j >= 3 and tokens[j - 2] == ("op", "^") and tokens[j - 3][0] == "word":
             j -= 2
         elif kind == "op" and v == "/" and j < end and tokens[j][0] == "word":
             j -= 1
@@ -569,7 +585,7 @@ def _strip_units(tokens: list) -> list:
             break
     if j == end or j == 0:
         return tokens
-    return tokens[:j] + [tokens[end]]
+    return tokens[:j]
 
 
 _TEXT_PUNCT = {"(", ")", "[", "]", ".", ",", ";", "land"}    # what may sit between the words of a text answer

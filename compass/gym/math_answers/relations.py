@@ -8,6 +8,11 @@
   Indexed copies of one unknown (``x_1 = 5, x_2 = -2``) are its solutions, in no particular order.
 - A chain ``x = 5+5+1 = 7 = 11`` states its last member: the value a worked line ends on counts, not
   the steps (which may be wrong along the way). So does a computation ``2+3 = 5`` with no variable.
+- A chain through an approximation (``x = \\sqrt{2} \\approx 1.414``) states the value before the first
+  ``\\approx``: the exact value is the answer, the decimal a gloss on it (``split_approximation``).
+- An answer that names what it computes by an expression in several variables or an absolute value
+  (``a+b = 7``, ``|x| = 4``) states the constant side (``expression_value``); only a response is read so,
+  never a gold (``x + y = 5`` as a gold is a line). ``2x = 4`` still states no value.
 """
 from __future__ import annotations
 
@@ -101,3 +106,39 @@ def drop_leading_label(items: tuple) -> tuple:
             and len(items) > 1 and all(x[0] != "rel" for x in items[1:])):
         return (first[3],) + tuple(items[1:])
     return items
+
+
+def split_approximation(t) -> tuple | None:
+    """(exact, approximate) statements of a chain of ``=`` and ``\\approx`` (``~=``) steps with at least one
+    ``\\approx``: ``\\sqrt{2} \\approx 1.414`` -> (sqrt 2, 1.414); ``x = 22/7 \\approx 3.14`` -> (x = 22/7, x = 3.14).
+    ``exact`` is None when nothing comes before the first ``\\approx`` but a label (``x \\approx 1.41``).
+    None when ``t`` is no such chain."""
+    if t[0] != "rel" or t[1] not in ("and", "~="):
+        return None
+    steps = chain_steps(t)
+    ops = [s[1] if s[0] == "rel" else None for s in steps]
+    if "~=" not in ops or not all(op in ("=", "~=") for op in ops):
+        return None
+    members = [steps[0][2]] + [s[3] for s in steps]
+    cut = ops.index("~=")                     # members[cut] is the value before the first \approx
+    first = members[0]
+
+    def stating(v):
+        return v if v is first else ("rel", "=", first, v)
+    exact = None if cut == 0 and is_label(first) else stating(members[cut])
+    return exact, stating(members[-1])
+
+
+def expression_value(rel, has_variables):
+    """The constant side of an equation whose other side names a quantity by an expression in two or more
+    variables (``a+b = 7``, ``7 = m+n``, AIME's "find m+n") or by an absolute value (``|x| = 4``): the value
+    the response states for it; None otherwise. ``2x = 4`` and ``x^2 = 9`` are equations still to solve
+    for their one unknown, not statements of 4 or 9."""
+    if rel[0] != "rel" or rel[1] != "=":
+        return None
+    for named, value in ((rel[2], rel[3]), (rel[3], rel[2])):
+        if has_variables(value):
+            continue
+        if named[0] == "abs" and is_label(named[1]) or len(has_variables(named)) >= 2:
+            return value
+    return None

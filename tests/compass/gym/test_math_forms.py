@@ -83,7 +83,7 @@ LABELLED = [
     ("x = 5+5+1 = 7 = 12", "x = 11", False), ("x = 11 = 12", "11", False), ("2+3 = 6", "5", False),
     ("(2,3)", "(p,q)=(3,2)", False), ("p=2, q=3", "(p,q)=(3,2)", False), ("(5,2)", "p=5,q=2; p=7,q=2", False),
     ("5, 4", "AB=4, CD=5", False), ("32:7", "S_a:S_b = 7:32", False), ("7:33", "7:32", False),
-    ("1:2:4", "2:4:6", False), ("x + y = 5", "5", False), ("2x = 4", "4", False), ("x = 5, y = 2", "(2, 5)", False),
+    ("1:2:4", "2:4:6", False), ("x + y = 5", "5", True), ("2x = 4", "4", False), ("x = 5, y = 2", "(2, 5)", False),
 ]
 
 
@@ -103,7 +103,9 @@ SETS = [
     ("x > 2", r"(2, \infty)", True), (r"(2, \infty)", "x > 2", True), ("-1 < x \\le 4", "(-1, 4]", True),
     ("(1,3)", r"(1,3)", True), ("x ∈ {1, 3}", r"\{1,3\}", True), (r"\mathbb{R}", r"(-\infty,\infty)", True),
     ("The answer is all real numbers.", r"(-\infty, \infty)", True), (r"\varnothing", r"\emptyset", True),
-    (r"\{1,3\}", "(1,3)", False),        # the gold is a tuple or an interval: a set is not it
+    # a gold tuple answered with a set of those items: real models write a system's solutions so (issue 28)
+    (r"\{1,3\}", "(1,3)", True), (r"\{3,1\}", "(1,3)", True), (r"\{1,4\}", "(1,3)", False),
+    ("1, 3", "(1,3)", False),            # a bare list is not a tuple
     ("[1,3]", r"\{1,3\}", False), ("(1,4)", r"\{1,3\}", False), ("1, 2", "(1,2)", False),
     (r"\boxed{1}\boxed{3}", r"\boxed{1,2}", False),
     (r"\boxed{1}. Then we check again and find \boxed{2}", "1, 2", False),
