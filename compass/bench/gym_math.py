@@ -18,6 +18,12 @@ Reference sets (``<repo>/../shared/data``, or ``--data DIR``; never copied into 
 - ``forms-heldout``: the same kinds plus plain answers, labelled by a writer who saw neither the verifier's
   code nor its cases (``compass/bench/data/math_forms_heldout.jsonl``): the check the code was not built
   against.
+- ``real-tune`` / ``real-heldout``: real model outputs (whole responses of public models on MATH, GSM8K and
+  the like, collected from public repositories with their sources and licences, each label checked by
+  hand; ``--real FILE``, default ``<repo>/../realmath/real_outputs.jsonl``, never copied into the repo:
+  docs/benchmarks.md says how it was built). Split in two by a hash of each row's id: the verifier may be
+  changed after reading ``real-tune``'s disagreements, never ``real-heldout``'s, so the latter stays a
+  figure the code was not tuned to. Agreement is also reported per source.
 
 Agreement is the share of pairs where the verdict equals the reference label. math-verify
 gets each gold as ``$gold$`` (its LaTeX extraction needs delimiters); responses are passed as
@@ -49,6 +55,8 @@ DEFAULT_DATA = REPO.parent / "shared" / "data"
 FORMS = {"forms": Path(__file__).resolve().parent / "data" / "math_forms.jsonl",
          "forms-heldout": Path(__file__).resolve().parent / "data" / "math_forms_heldout.jsonl"}
 GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+DEFAULT_REAL = REPO.parent / "realmath" / "real_outputs.jsonl"
+_real_path = [DEFAULT_REAL]         # --real sets it
 
 
 # -- reference pairs: (response, gold, expected) ---------------------------------------------------
@@ -185,6 +193,25 @@ def heldout_pairs(data: Path, limit: int | None = None) -> list[tuple[str, str |
     return forms_pairs(data, limit, "forms-heldout")
 
 
+def real_part(row_id: str) -> str:
+    """``tune`` or ``heldout``: a fixed split of the real outputs by a hash of the row's id."""
+    import hashlib
+    return "heldout" if hashlib.sha256(row_id.encode()).digest()[0] % 2 else "tune"
+
+
+def real_rows(part: str, limit: int | None = None) -> list[dict]:
+    """The real outputs of one part of the split (rows with ``id``, ``source``, ``gold``, ``output``,
+    ``label``)."""
+    rows = [r for r in _jsonl(_real_path[0]) if real_part(str(r["id"])) == part]
+    return rows[:limit] if limit else rows
+
+
+def real_pairs(part: str):
+    def load(data: Path, limit: int | None = None) -> list[tuple[str, str, bool]]:
+        return [(r["output"], str(r["gold"]), bool(r["label"])) for r in real_rows(part, limit)]
+    return load
+
+
 # set name -> (loader, how math-verify sees the gold and the response)
 SETS = {
     "gsm8k": (gsm8k_pairs, "plain"),
@@ -194,7 +221,10 @@ SETS = {
     "hendrycks": (hendrycks_pairs, "latex-both"),
     "forms": (forms_pairs, "latex"),
     "forms-heldout": (heldout_pairs, "latex"),
+    "real-tune": (real_pairs("tune"), "latex"),
+    "real-heldout": (real_pairs("heldout"), "latex"),
 }
+REAL = ("real-tune", "real-heldout")
 NEEDS_DATA = {"gsm8k", "math500", "math500-delim", "mixed", "hendrycks"}     # forms ships with the repo
 
 
@@ -271,6 +301,18 @@ def forms_by_kind(rows: list[dict], res: dict) -> dict:
                    "math_verify_agreement": round(k["mv"] / k["n"], 4)} for kind, k in out.items()}
 
 
+def real_by_source(rows: list[dict], res: dict) -> dict:
+    """Agreement of both verifiers with the labels per source repository (``owner/name``)."""
+    out: dict = {}
+    for row, ours, mv in zip(rows, res["ours"], res["mv"]):
+        k = out.setdefault(str(row["source"]).split()[0].split(":")[0].rstrip("/"), {"n": 0, "ours": 0, "mv": 0})
+        k["n"] += 1
+        k["ours"] += ours == bool(row["label"])
+        k["mv"] += mv == bool(row["label"])
+    return {src: {"n": k["n"], "ours_agreement": round(k["ours"] / k["n"], 4),
+                  "math_verify_agreement": round(k["mv"] / k["n"], 4)} for src, k in sorted(out.items())}
+
+
 def _agreement(verdicts, labels) -> float:
     return sum(v == lab for v, lab in zip(verdicts, labels)) / max(len(labels), 1)
 
@@ -279,11 +321,16 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="compass bench gym-math")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="reference data directory (default: %(default)s)")
     ap.add_argument("--limit", type=int, default=None, help="use the first N items of each set (quick runs)")
-    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated subset of: " + ", ".join(SETS))
+    ap.add_argument("--sets", default=None, help="comma-separated subset of: " + ", ".join(SETS) +
+                    " (default: all; the real sets only where --real exists)")
+    ap.add_argument("--real", type=Path, default=DEFAULT_REAL, help="real model outputs, JSONL with id, source, "
+                    "gold, output, label (default: %(default)s)")
     ap.add_argument("--show", type=int, default=0, help="print up to N disagreements per set")
     args = ap.parse_args(argv)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    names = [s.strip() for s in args.sets.split(",") if s.strip()]
+    _real_path[0] = args.real
+    default = [n for n in SETS if n not in REAL or args.real.is_file()]
+    names = [s.strip() for s in (args.sets or ",".join(default)).split(",") if s.strip()]
     unknown = [s for s in names if s not in SETS]
     if unknown:
         print(f"error: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}", file=sys.stderr)
@@ -300,7 +347,8 @@ def main(argv: list[str]) -> int:
         try:
             pairs = SETS[name][0](args.data, args.limit)
         except FileNotFoundError as e:
-            print(f"error: reference set '{name}' is missing: {e}", file=sys.stderr)
+            hint = " (pass --real FILE)" if name in REAL else ""
+            print(f"error: reference set '{name}' is missing: {e}{hint}", file=sys.stderr)
             return 2
         results[name] = res = evaluate(name, pairs)
         if args.show:
@@ -321,6 +369,12 @@ def main(argv: list[str]) -> int:
         print(f"\n{name + ': kind':<28} {'n':>4} {'ours agree':>11} {'m-v agree':>10}")
         for kind, k in kinds.items():
             print(f"{kind:<28} {k['n']:>4} {k['ours_agreement']:>11.4f} {k['math_verify_agreement']:>10.4f}")
+    by_source = {name: real_by_source(real_rows(name.split("-")[1], args.limit), results[name])
+                 for name in REAL if name in results}
+    for name, sources in by_source.items():
+        print(f"\n{name + ': source':<48} {'n':>4} {'ours agree':>11} {'m-v agree':>10}")
+        for source, k in sources.items():
+            print(f"{source[:48]:<48} {k['n']:>4} {k['ours_agreement']:>11.4f} {k['math_verify_agreement']:>10.4f}")
     print(f"symbolic (sympy) fallbacks: {sympy_worker.calls['symbolic']}, timed out: {sympy_worker.calls['timeouts']}")
     speedups = {k: results[k]["speedup"] for k in ("gsm8k", "math500") if k in results}
     out = {"bench": "gym-math",
@@ -336,5 +390,7 @@ def main(argv: list[str]) -> int:
                         "speedup": round(r["speedup"], 2)} for k, r in results.items()}}
     for name, kinds in by_kind.items():
         out[f"{name.replace('-', '_')}_by_kind"] = kinds
+    for name, sources in by_source.items():
+        out[f"{name.replace('-', '_')}_by_source"] = sources
     print(json.dumps(out))
     return 0

@@ -305,7 +305,13 @@ class Comparer:
             return False
         g, r = gold.tree, resp.tree
         if resp.percent and not gold.percent:
-            return self.equiv(g, _scaled(r))            # 28% is 0.28
+            # 28% is 0.28; and a whole-number gold answering "what percentage" writes the percentage itself
+            # (GSM8K: "60% of the students" for a gold of 60). Not a fractional gold: Math-Verify's own cases
+            # hold "4 4/9%" unequal to 40/9.
+            if self.equiv(g, _scaled(r)):
+                return True
+            value = exact(g)
+            return value is not None and value.denominator == 1 and value >= 1 and self.equiv(g, r)
         if gold.percent and not resp.percent:           # "10\%" answered as 10 or as 0.1
             return self.equiv(g, r) or self.equiv(_scaled(g), r)
         return self.equiv(g, r)
@@ -660,9 +666,13 @@ def _inf_sign(t) -> int:
     return 0
 
 
+# a yes/no question's answer, however it is worded (TheoremQA's golds are True / False)
+_YES_NO = {"yes": "true", "true": "true", "no": "false", "false": "false"}
+
+
 def _text_of(t) -> str | None:
     if t[0] == "text":
-        return t[1]
+        return _YES_NO.get(t[1], t[1])
     if t[0] == "sym":
         return t[1].lower()
     return None

@@ -22,11 +22,10 @@ from typing import NamedTuple
 
 from compass.gym.math_answers.compare import Comparer
 from compass.gym.math_answers.extract import (answer_candidates, extract_final_answer, gold_answer, joined_segments,
-                                              spread_answer)
+                                              math_final, spread_answer)
 from compass.gym.math_answers.numerals import comma_readings, writes_english
 from compass.gym.math_answers.parse import parse_answer, text_key
 from compass.gym.math_answers.times import clock_time, same_time
-from compass.gym.score import final_answer
 
 __all__ = ["math_equal", "judge_math", "answers_equal", "extract_final_answer", "Verdict"]
 
@@ -70,7 +69,7 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
     gold = gold_answer(gold)
     if _empty_or_unclosed(gold):
         return Verdict(False, "bad_gold")
-    final = final_answer(response)
+    final = math_final(response)
     if final and len(final) <= 2 * len(gold) + 20 and text_key(final) == text_key(gold):
         return Verdict(True)               # the reference copied verbatim, even where it is prose
     if parse_answer(gold).invalid:         # parsed after the verbatim check: most pairs never need it

@@ -115,12 +115,31 @@ def _after_marker(rest: str) -> str | None:
     return x or None
 
 
+# a model that has answered and goes on to invent the next exercise ("The answer is 1.\n\nProblem: ..."):
+# the invented one's answer is not this one's
+_NEXT_EXERCISE = re.compile(r"\n\s*(?:#+\s*|\*\*)?(?:Problem|Question|Exercise|Q)\s*\d*\s*(?:\*\*)?\s*[:.]", re.I)
+
+
+def math_final(text: str | None) -> str:
+    """The final answer text (``compass.gym.score.final_answer``) without an exercise the model invented
+    after answering: cut at a "Problem:" / "Question:" heading that follows a stated answer (an "answer is"
+    or a box before it), never at one the response starts with."""
+    final = final_answer(text or "")
+    if "\n" not in final:
+        return final
+    for m in _NEXT_EXERCISE.finditer(final):
+        before = final[:m.start()]
+        if "box" in before and last_boxed(before) is not None or last_marker_end(before[-TAIL_CHARS:]) is not None:
+            return before.rstrip()
+    return final
+
+
 def answer_candidates(text: str | None) -> list[str]:
     """The final answer a response states, as strings: usually one; for a run of boxes, the run read as
     one list answer, then its last box alone (the last word). Empty when it states none."""
     if not text:
         return []
-    final = final_answer(text)
+    final = math_final(text)
     if not final:
         return []
     run = boxed_run(final)
@@ -150,7 +169,7 @@ def spread_answer(text: str | None) -> str | None:
     several boxes ("the speed is \\boxed{12} km/h and the time is \\boxed{3} hours" -> ``12, 3``);
     None when the last sentence states fewer than two. The ``math`` verifier tries it only against a gold
     with several items, after the single final answer failed."""
-    final = final_answer(text or "")[-600:].rstrip()
+    final = math_final(text)[-600:].rstrip()
     if not final:
         return None
     breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
@@ -185,7 +204,7 @@ def joined_segments(text: str | None) -> str | None:
     "so $x \\ge 3$ or $x \\le -1$." -> ``x \\ge 3 or x \\le -1``; None when fewer than two. The ``math``
     verifier tries it against a gold of several parts (a list, a union, an inequality), after the single
     final answer failed."""
-    final = final_answer(text or "")[-600:].rstrip()
+    final = math_final(text)[-600:].rstrip()
     breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
     sentence = final[breaks[-1]:] if breaks else final
     segs = list(_MATH_SEG_RE.finditer(sentence))

@@ -225,7 +225,7 @@ def _word_tokens(text: str) -> list[tuple[str, object]]:
         return [("cmd", "sqrt")]
     if len(text) == 1:
         return [("const", text)] if text in ("e", "i") else [("sym", text)]
-    if len(text) == 2 and text not in UNITS2:
+    if len(text) == 2 and text not in UNITS2 and text.lower() != "no":      # "No": an answer, not N*o
         return [("sym", c) if c not in "ei" else ("const", c) for c in text]     # "xy" is x*y
     return [("word", text)]
 

@@ -48,11 +48,16 @@ def last_marker_end(text: str) -> int | None:
     for keys, rx in _GROUPS:
         if any(k in low for k in keys):
             last = None
-            for last in rx.finditer(low):
-                pass
+            for m in rx.finditer(low):
+                if not _JUDGEMENT.match(low, m.end()):      # "this answer is wrong" judges, it answers nothing
+                    last = m
             if last is not None and (end is None or last.end() > end):
                 end = last.end()
     return end
+
+
+# what follows "answer is" when a model comments on an answer rather than giving one
+_JUDGEMENT = re.compile(r"\s*(?:not\s+)?(?:correct|incorrect|wrong|right)\b")
 
 
 # "because" and the like, after which the stated answer has ended

@@ -205,3 +205,25 @@ def test_clock_time_context_and_comparison():
     assert clock_time("3:75", "at 3:75") is None
     assert same_time((3, 15, "p"), "3:15\\text{ PM}") and not same_time((3, 15, "a"), "3:15 PM")
     assert same_time((15, 15, None), "3:15 p.m.") and not same_time((3, 15, None), "3:16")
+
+
+# -- what real outputs showed besides: yes/no, judging lines, an invented next exercise, "what percentage" ------
+REAL_OUTPUT_HABITS = [
+    ("It is not a linear map.\nThe answer is No.", "False", True),
+    ("It is not a linear map.\nThe answer is No.", "True", False),
+    ("The answer is Yes.", "True", True),
+    ("The answer is 1,512.\nThis answer is wrong.\nThis answer is correct.\nThis answer is wrong.", "1512", True),
+    ("The answer is 1,512.\nThis answer is wrong.\nThe answer is correct.", "1513", False),
+    ("So k = 4.\nThe answer is 4.\n\nProblem: Find all b with b^2 + 4b = 12.\nThe answer is -6, 2", "4", True),
+    ("So k = 4.\nThe answer is 4.\n\nProblem: Find all b with b^2 + 4b = 12.\nThe answer is -6, 2", "-6, 2", False),
+    ("Problem: restated, find k.\nSolution: k = 4, so the answer is 4.", "4", True),    # a heading it starts with
+    ("So 60% of the students enrolled in hip-hop.", "60", True),
+    ("So 60% of the students enrolled in hip-hop.", "0.6", True),
+    ("So 60% of the students enrolled in hip-hop.", "61", False),
+    ("The answer is 4 4/9%.", "40/9", False),            # a fractional gold: % is /100 (Math-Verify's rule)
+]
+
+
+@pytest.mark.parametrize("response,gold,expected", REAL_OUTPUT_HABITS)
+def test_habits_of_real_outputs(response, gold, expected):
+    _check(response, gold, expected)
