@@ -5,8 +5,10 @@ added. A line that is not UTF-8, not JSON or not an object becomes
 ``{"line": N, "error": ..., "score": 0.0}``; a row the verifier cannot
 score keeps its fields and gains ``error``. OUT is written to a temporary
 file and renamed at the end, so a failed run leaves no half-written file.
-A summary (rows, mean score, errors by reason) goes to stderr; usage errors
-are one line on stderr and exit code 2.
+A summary (rows, mean score, errors by reason) goes to stderr; where rows
+carry a bool ``label``, it also gives the verifier's agreement with those
+labels, and for ``math`` the 20 most common final statements it could not
+read. Usage errors are one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
@@ -173,7 +175,31 @@ def summary(verifier: str, rows: list[dict], output: str) -> str:
             lines.append(f"  {title}:")
             width = max(len(k) for k in counts)
             lines += [f"    {k:<{width}}  {v:>7,}" for k, v in counts.most_common()]
-    return "\n".join(lines)
+    return "\n".join(lines + label_lines(rows) + unparsed_lines(rows))
+
+
+def label_lines(rows: list[dict]) -> list[str]:
+    """Agreement with the rows' own labels (a bool ``label`` beside the verifier's ``correct``): how much
+    the verifier misses on a user's own labelled outputs. Nothing when no row carries both."""
+    pairs = [(r["label"], r["correct"]) for r in rows
+             if isinstance(r.get("label"), bool) and isinstance(r.get("correct"), bool)]
+    if not pairs:
+        return []
+    agree = sum(lab == got for lab, got in pairs)
+    missed = sum(lab and not got for lab, got in pairs)
+    accepted = sum(got and not lab for lab, got in pairs)
+    return [f"  agreement with the rows' labels: {agree / len(pairs):.4f} ({agree:,} of {len(pairs):,}): "
+            f"{missed:,} labelled correct scored wrong, {accepted:,} labelled wrong scored correct"]
+
+
+def unparsed_lines(rows: list[dict], top: int = 20) -> list[str]:
+    """The most common final statements the verifier could not read (``unparsed_final_statement``)."""
+    counts = Counter(" ".join(str(r["answer"]).split())[:100] for r in rows
+                     if r.get("reason") == "unparsed_final_statement" and r.get("answer") is not None)
+    if not counts:
+        return []
+    return ([f"  final statements that could not be read ({sum(counts.values()):,} rows; the {top} most common):"]
+            + [f"    {v:>7,}  {k}" for k, v in counts.most_common(top)])
 
 
 def run_gym(args) -> int:

@@ -28,6 +28,7 @@ VERIFIER_FAULTS = frozenset({
     "verifier_crash",     # the scoring process died twice on this row
     "sandbox_infra",      # the code sandbox could not run the program (not the program's doing)
     "genrm_malformed",    # the GenRM judge gave no well-formed verdict (or the pair did not fit its context)
+    "unparsed_final_statement",   # math: the stated answer could not be read; the zero may be a false negative
 })
 # The response earned its score: these say why it is low, they are not the verifier's fault.
 RESPONSE_CAUSES = frozenset({

@@ -3,7 +3,8 @@
 Public API::
 
     math_equal(response, gold, timeout_s=2.0) -> bool
-    judge_math(response, gold, timeout_s=2.0) -> Verdict(equal, reason)   # reason: no_answer / bad_gold
+    judge_math(response, gold, timeout_s=2.0) -> Verdict(equal, reason, answer)
+        # reason: no_answer / bad_gold / unparsed_final_statement (then answer is that statement)
     extract_final_answer(text) -> str | None
     answers_equal(answer, gold, timeout_s=2.0) -> bool     # two bare answers, no extraction
 
@@ -33,9 +34,14 @@ DEFAULT_TIMEOUT_S = 2.0
 _SEVERAL = ("list", "seq", "set")      # parse-tree kinds whose last element holds their items
 
 
+UNPARSED = "unparsed_final_statement"
+
+
 class Verdict(NamedTuple):
     equal: bool
-    reason: str | None = None      # "no_answer" (the response states none), "bad_gold" (unreadable gold)
+    reason: str | None = None      # "no_answer" (the response states none), "bad_gold" (unreadable gold),
+    #                                "unparsed_final_statement" (what it states could not be read)
+    answer: str | None = None      # with "unparsed_final_statement": the statement that could not be read
 
 
 def _bare_equal(answer: str, gold_text: str, comparer: Comparer, english: bool = False) -> bool:
@@ -99,7 +105,15 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
         joined = joined_segments(response)
         if joined is not None and _bare_equal(joined, gold, comparer, english):
             return Verdict(True)
+    if candidates and all(_unreadable(c) for c in candidates):
+        # nothing the response states could be read: the zero may be the verifier's miss, not the model's
+        return Verdict(False, UNPARSED, candidates[0])
     return Verdict(False)
+
+
+def _unreadable(answer: str) -> bool:
+    a = parse_answer(answer)
+    return a.tree is None and not a.invalid
 
 
 def _last_member(answer: str) -> str | None:

@@ -3,11 +3,13 @@
 - spec ``{"type": "math"}`` (optional ``timeout_s``), the reference is the answer;
   imported MATH-style sets use it, while the world's arithmetic stays ``math_exact``. It returns
   ``Reward(score, reason)``: ``no_answer`` when the response states no final answer, ``bad_gold``
-  when the reference cannot be read as one;
+  when the reference cannot be read as one, ``unparsed_final_statement`` when what it states cannot;
 - row (``compass gym score math``): ``response`` and ``gold`` (text, or a number such as ``42`` or
   ``0.5``, which is written as text first) -> ``correct`` (bool) and ``score`` (1.0 / 0.0), plus
-  ``reason`` ``no_answer`` when the response states none; a row without them, or whose gold is
-  unreadable or a bool, is a RowError.
+  ``reason`` ``no_answer`` when the response states none, or ``unparsed_final_statement`` with
+  ``answer`` (the statement) when what it states could not be read as mathematics or text (a zero
+  that may be the verifier's false negative); a row without them, or whose gold is unreadable or a
+  bool, is a RowError.
 
 The decision is ``compass.gym.math_answers.equal.judge_math``.
 """
@@ -53,6 +55,8 @@ def score_row(row: dict) -> dict:
     out = {"correct": verdict.equal, "score": 1.0 if verdict.equal else 0.0}
     if verdict.reason is not None:
         out["reason"] = verdict.reason
+    if verdict.answer is not None:
+        out["answer"] = verdict.answer
     return out
 
 

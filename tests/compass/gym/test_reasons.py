@@ -133,6 +133,34 @@ def test_cli_counts_reasons_and_refuses_bad_flags(tmp_path):
     assert p.returncode == 2 and "is a folder" in p.stderr
 
 
+def test_cli_reports_agreement_with_labels_and_the_unread_statements(tmp_path):
+    """A user's own labelled outputs: how often the verifier agrees with the labels, and what it could not
+    read (issue 28 item 4)."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [{"response": "The answer is 5.", "gold": "5", "label": True},
+            {"response": "The answer is 6.", "gold": "5", "label": False},
+            {"response": "So it is $\\oint_C f\\,dz$.", "gold": "0", "label": True},      # unread: a miss
+            {"response": "Thus \\boxed{\\oint_C f\\,dz}.", "gold": "1", "label": False},
+            {"response": "The answer is 7.", "gold": "7", "label": False},        # a label saying otherwise
+            {"response": "The answer is 7.", "gold": "7"}]                         # no label: not counted
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = _cli("math", str(src), str(out), "--workers", "1")
+    assert p.returncode == 0, p.stderr
+    assert ("agreement with the rows' labels: 0.6000 (3 of 5): 1 labelled correct scored wrong, "
+            "1 labelled wrong scored correct") in p.stderr, p.stderr
+    lines = p.stderr.splitlines()
+    at = next(i for i, ln in enumerate(lines) if "final statements that could not be read (2 rows" in ln)
+    assert lines[at + 1].split() == ["2", "\\oint_C", "f\\,dz"], p.stderr
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r.get("reason") for r in got] == [None, None, "unparsed_final_statement", "unparsed_final_statement",
+                                               None, None]
+    assert got[2]["answer"] == "\\oint_C f\\,dz" and "answer" not in got[0]
+    assert reasons.is_verifier_fault("unparsed_final_statement")    # the audit counts it as a possible miss
+    src.write_text(json.dumps({"response": "5", "gold": "5"}) + "\n")      # no labels: no agreement line
+    p = _cli("math", str(src), str(out), "--workers", "1")
+    assert "rows' labels" not in p.stderr and "could not be read" not in p.stderr
+
+
 # -- the RL step's reward audit -------------------------------------------------------------------
 def test_reward_audit_tells_verifier_all_fails_from_wrong_answers():
     rewards = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
