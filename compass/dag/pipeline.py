@@ -47,11 +47,12 @@ PIPELINE: tuple[Node, ...] = (
     Node("domain_rl", "domain_rl",
          {"policy": "ckpt_r1", "prompts": "rl_prompts", "carryover": "prompt_stats_r1", "genrm": "genrm_ckpt"},
          {"checkpoint": "ckpt_final", "prompt_stats": "prompt_stats_domain", "rollouts": "rollouts_domain"}),
+    # the open-ended suites (product titles) are judged by the run's GenRM, as the paper reports them
     Node("evaluation", "evaluation",
          {"model": "ckpt_final", "suites": "eval_prompts", "base": "base_ckpt", "sft_longcot": "thinking_ckpt",
-          "sft_domain": "domain_ckpt", "merged": "thinking_base", "phase1": "ckpt_r1"},
+          "sft_domain": "domain_ckpt", "merged": "thinking_base", "phase1": "ckpt_r1", "genrm": "genrm_ckpt"},
          {"results": "eval_results", "report": "eval_report"},
-         optional=frozenset({"base", "sft_longcot", "sft_domain", "merged", "phase1"})),
+         optional=frozenset({"base", "sft_longcot", "sft_domain", "merged", "phase1", "genrm"})),
 )
 
 NODES = {n.run_name: n for n in PIPELINE}

@@ -30,11 +30,25 @@ class Judgement:
     reward: float
     malformed: bool
     consistent: bool | None = None  # with swap_check: both orders agreed
+    second: str | None = None       # with swap_check: the swapped order's verdict, from the policy's side
 
 
 def reward_for(verdict: str | None) -> float:
     """1 if the policy's answer (A) is better than or equal to the reference (B), else 0."""
     return 1.0 if verdict in ("A", "TIE") else 0.0
+
+
+_POINTS = {"A": 1, "TIE": 0, "B": -1}
+
+
+def outcome(j: Judgement) -> str | None:
+    """The policy's answer against the reference: ``win`` / ``tie`` / ``loss``; None when a verdict is malformed.
+    With both orders asked, the two verdicts are added (A +1, TIE 0, B -1): two that disagree (A then B, the
+    judge's position bias) are a tie, A and TIE a win."""
+    if j.malformed or j.verdict is None:
+        return None
+    total = _POINTS[j.verdict] + (_POINTS[j.second] if j.second is not None else _POINTS[j.verdict])
+    return "win" if total > 0 else "loss" if total < 0 else "tie"
 
 
 class GenRMJudge:
@@ -97,7 +111,7 @@ class GenRMJudge:
             consistent = None if malformed else reward_for(first) == reward_for(second)
             reward = 1.0 if not malformed and reward_for(first) and reward_for(second) else 0.0
             self.inconsistent += consistent is False
-            out.append(Judgement(first, reward, malformed, consistent))
+            out.append(Judgement(first, reward, malformed, consistent, second))
         self.asked += n
         self.malformed += sum(j.malformed for j in out)
         return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from compass.gym.score import THINK_CLOSE, judge, parse_verifier
+from compass.gym.score import THINK_CLOSE, judge, needs_judge, parse_verifier
 from compass.lm.chat import sample
 from compass.progress import progress
 
@@ -14,8 +14,9 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
                        generate=None) -> list[dict]:
     """One result dict per (prompt, sample), in the order of ``rows``: ``samples_per_prompt`` samples of at
     most ``max_new_tokens`` (``temperature`` 0: greedy), ``batch_size`` prompts per generate call, prompts
-    sorted by length; each scored by the gym verifier named in the row's ``verifier``. The suite of a row
-    is its ``suite`` when it has one, else its ``domain``. ``generate``: a function like
+    sorted by length; each scored by the gym verifier named in the row's ``verifier`` (a row of the learned
+    judge, ``genrm``, scores 0 here: the caller that holds a GenRM checkpoint judges it, as the evaluation
+    stage does). The suite of a row is its ``suite`` when it has one, else its ``domain``. ``generate``: a function like
     ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout.sampler.sampler``'s."""
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i]["prompt"]), i))
     completions: dict[int, list[dict]] = {}
@@ -30,8 +31,9 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
     for i, row in enumerate(rows):
         suite = row.get("suite") or row["domain"]
         spec = parse_verifier(row["verifier"])          # once per row, not per sample
+        learned = needs_judge(spec)                     # the GenRM itself: only its caller can score these
         for k, c in enumerate(completions[i]):
-            s, reason = judge(spec, c["text"], row["reference"])
+            s, reason = (0.0, None) if learned else judge(spec, c["text"], row["reference"])
             results.append({"model": model_uri, "suite": suite, "language": row.get("language"),
                             "prompt_id": row["id"], "sample_idx": k,
                             "response": c["text"], "score": s, "correct": s >= 1.0, "reason": reason,

@@ -54,6 +54,11 @@ class EvalConfig(ComputeSettings):
                                               "(compass.rl.rollout.ray_pool), as rollout does")
 
     lm_eval: LmEvalConfig | None = Field(None, description="also run lm-evaluation-harness tasks (docs/evaluation.md)")
+    genrm_judge: bool = Field(True, description="with a genrm input: judge the samples of open-ended prompts "
+                                                "(title_rules) and of genrm ones with it, in both orders "
+                                                "(stages/evaluation/judged.py)")
+    genrm_max_new_tokens: int = Field(96, ge=8, description="the judge's tokens per verdict")
+    genrm_batch_size: int = Field(16, ge=1, description="judge prompts per generate call")
 
     @model_validator(mode="after")
     def _greedy_is_one_sample(self):

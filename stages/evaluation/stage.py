@@ -16,9 +16,14 @@ table as bars. ``summary.json`` holds the same numbers. The suite of a prompt is
 ``domain``. The evaluated checkpoint's accuracy per suite and every checkpoint's go in the manifests'
 ``extra``.
 
+With a ``genrm`` input (the pipeline gives the run's GenRM), the samples of open-ended prompts (verifier
+``title_rules``: product titles) and of ``genrm`` ones are judged by it against the reference in both
+orders: their score is the judge's, and the report gives win / tie / loss, malformed verdicts, swap
+consistency and agreement with the rules per checkpoint (``stages/evaluation/judged.py``).
+
 With ``lm_eval`` set, lm-evaluation-harness tasks run on the chosen checkpoints too (``lm_eval.json`` and a
-table in the report). Not done: GenRM-judged suites. Public suites (MATH-500, AIME, IFEval, ...) are
-not bundled; an imported ``prompts`` table can stand in for ``eval_prompts`` (docs/import.md).
+table in the report). Public suites (MATH-500, AIME, IFEval, ...) are not bundled; an imported ``prompts``
+table can stand in for ``eval_prompts`` (docs/import.md).
 """
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ from collections import defaultdict
 import pyarrow as pa
 
 from compass.lm.device import place_for_inference
+from compass.gym.genrm_judge import GenRMJudge
 from compass.gym.reasons import is_verifier_fault
+from compass.gym.score import needs_judge
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
 from compass.lm.lm_eval_adapter import run_lm_eval
@@ -37,6 +44,7 @@ from compass.lm.sample_metrics import k_metrics
 from compass.lm.suite_scoring import generate_and_score, summarize
 from compass.rl.rollout.sampler import open_sampler
 from stages.evaluation.config import EvalConfig
+from stages.evaluation.judged import judge_results, judged_rows, judged_summary, judged_table
 from stages.evaluation.spec import CHECKPOINTS
 
 log = logging.getLogger("compass.evaluation")
@@ -47,6 +55,8 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("sample_idx", pa.int32()), pa.field("response", pa.string()), pa.field("score", pa.float64()),
     pa.field("correct", pa.bool_()), pa.field("difficulty", pa.int32()), pa.field("num_tokens", pa.int32()),
     pa.field("finished", pa.bool_()), pa.field("reason", pa.string()),
+    # judged by the GenRM (stages/evaluation/judged.py); null elsewhere
+    pa.field("verdict", pa.string()), pa.field("consistent", pa.bool_()), pa.field("rule_score", pa.float64()),
 ])
 TOP_REASONS = 10
 LABELS = {"base": "base", "sft_longcot": "Long-CoT SFT", "sft_domain": "domain SFT", "merged": "merged",
@@ -155,6 +165,8 @@ def summary_md(by_ckpt: dict[str, dict], config: EvalConfig, lm_eval: dict | Non
         lines += ["", "### Per language", ""] + langs
     if config.samples_per_prompt > 1:
         lines += ["", "### pass@k, mean@k, maj@k", ""] + k_table(by_ckpt)
+    if judged := judged_table(by_ckpt, LABELS):
+        lines += ["", "### Judged by the GenRM (both orders, against the reference)", ""] + judged
     if lm_eval:
         lines += ["", "### lm-evaluation-harness", ""] + lm_eval_table(lm_eval)
     return "\n".join(lines) + "\n"
@@ -178,6 +190,14 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
         lines += langs + [""]
     if by_ckpt and config.samples_per_prompt > 1:
         lines += ["## pass@k, mean@k, maj@k", ""] + k_table(by_ckpt) + [""]
+    if by_ckpt and (judged := judged_table(by_ckpt, LABELS)):
+        lines += ["## Judged by the GenRM", "",
+                  "The open-ended suites' samples, judged by the run's GenRM against the reference in both orders "
+                  "(the sample as Response A, then as B). Their accuracy above is the judge's: 1 when both orders "
+                  "say better-or-equal. win / tie / loss: the two verdicts added (A +1, TIE 0, B -1; two that "
+                  "disagree are a tie); malformed: a verdict not well formed; swap-consistent: both orders gave "
+                  "the same verdict; rules agree: the rules verifier's pass equals the judge's.", ""]
+        lines += judged + [""]
     if lm_eval:
         lines += ["## lm-evaluation-harness", "",
                   f"Tasks {', '.join(config.lm_eval.tasks)} (lm-eval's own metrics and prompts"
@@ -232,8 +252,26 @@ def suite_rows(inputs: dict[str, Artifact]) -> list[dict]:
     return rows
 
 
+def _judge(config: EvalConfig, inputs: dict[str, Artifact], rows: list[dict]) -> tuple[GenRMJudge | None, set]:
+    """The GenRM judge and the ids of the prompts it judges; (None, set()) when there is nothing to judge.
+    A prompt only the learned judge can score (verifier ``genrm``) without a genrm input is an error."""
+    ids = judged_rows(rows)
+    learned = sorted({r.get("suite") or r["domain"] for r in rows if needs_judge(r["verifier"])})
+    if learned and ("genrm" not in inputs or not config.genrm_judge):
+        raise ValueError(f"evaluation: suite(s) {', '.join(learned)} are scored by the learned judge (verifier "
+                         f"'genrm'), but {'no genrm checkpoint is an input' if 'genrm' not in inputs else 'genrm_judge is off'}")
+    if not ids or "genrm" not in inputs or not config.genrm_judge:
+        return None, set()
+    log.info("judging %d open-ended prompts with the GenRM %s, in both orders", len(ids), inputs["genrm"].uri)
+    judge = GenRMJudge.from_checkpoint(str(inputs["genrm"].local_dir()), max_new_tokens=config.genrm_max_new_tokens,
+                                       batch_size=config.genrm_batch_size, swap_check=True, device=config.device)
+    return judge, ids
+
+
 def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
     rows = suite_rows(inputs)
+    prompts = {r["id"]: r for r in rows}
+    judge, judged_ids = _judge(config, inputs, rows)
     results: list[dict] = []
     by_ckpt: dict[str, dict] = {}
     lm_eval: dict[str, dict] = {}                     # slot -> task -> {"metric,filter": value}
@@ -259,8 +297,12 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
         del model
         for r in got:
             r["checkpoint"] = slot
+        if judge is not None:
+            judge_results(judge, got, prompts, judged_ids)
         results += got
         by_ckpt[slot] = {"uri": art.uri, **summarize(got), "k": k_metrics(got)}
+        if judge is not None:
+            by_ckpt[slot]["judged"] = judged_summary(got)
         log.info("%s: %s", LABELS[slot], ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in by_ckpt[slot]["suites"].items()))
     model_art = inputs["model"]
     final = [r for r in results if r["checkpoint"] == "model"]
@@ -269,7 +311,9 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     rep = outputs["report"]
     checkpoints = {s: {"label": LABELS[s], "uri": v["uri"], "overall_accuracy": v["overall_accuracy"],
                        "accuracy": {k: x["accuracy"] for k, x in v["suites"].items()},
-                       "k_metrics": v["k"]} for s, v in by_ckpt.items()}
+                       "k_metrics": v["k"], "judged": v.get("judged", {})} for s, v in by_ckpt.items()}
+    if judge is not None:
+        summary["genrm"] = {"checkpoint": inputs["genrm"].uri, **judge.counters()}
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),
                                                     **summary, "checkpoints": checkpoints, "lm_eval": lm_eval,
                                                     "checkpoint_order": list(checkpoints)},   # JSON sorts keys
@@ -283,6 +327,9 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
     extra = {"model": model_art.uri, "overall_accuracy": summary["overall_accuracy"], "samples": len(final),
              "accuracy": {k: s["accuracy"] for k, s in summary["suites"].items()},
              "checkpoints": {s: v["accuracy"] for s, v in checkpoints.items()}}
+    if judge is not None:
+        extra["genrm"] = inputs["genrm"].uri
+        extra["judged"] = by_ckpt["model"].get("judged", {})
     if lm_eval:
         extra["lm_eval"] = lm_eval
     for w in outputs.values():
