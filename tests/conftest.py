@@ -51,6 +51,8 @@ def _own_folders_removed():
 
 
 def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist") and not WORKER:
+        config.pluginmanager.register(_GroupsHold(config), "compass-groups-hold")
     config.addinivalue_line("markers", "ray: starts a local Ray (in-process or in a subprocess); under xdist "
                                        "all such modules run on one worker, one after another")
 
@@ -92,6 +94,24 @@ def pytest_collection_modifyitems(config, items):
         group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda it: 0 if it.get_closest_marker("ray") else 1 if it.get_closest_marker("slow") else 2)
+
+
+class _GroupsHold:
+    """Under ``--dist loadgroup``, every node id a worker collects must carry its group: pytest 9.2 with
+    pytest-xdist 3.8 silently dropped them (pytest-xdist#1386), splitting modules over both workers (each
+    building the module's fixtures again) and starting two Rays. The controller stops such a run at once."""
+
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        ungrouped = [i for i in ids if "@" not in i]
+        if self.config.getvalue("dist") == "loadgroup" and ungrouped:
+            import xdist
+            pytest.exit(f"--dist loadgroup does not group with pytest {pytest.__version__} and pytest-xdist "
+                        f"{xdist.__version__} ({len(ungrouped)} of {len(ids)} tests without a group, e.g. "
+                        f"{ungrouped[0]}; pytest-xdist#1386): install the versions requirements/constraints.txt "
+                        f"pins (make install-test)", returncode=4)
 
 
 @pytest.fixture(scope="session")
