@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from compass.gym.math_answers.compare import Comparer
-from compass.gym.math_answers.extract import (answer_candidates, extract_final_answer, gold_answer, joined_segments,
+from compass.gym.math_answers.extract import (extract_final_answer, final_candidates, gold_answer, joined_segments,
                                               math_final, spread_answer)
 from compass.gym.math_answers.numerals import comma_readings, writes_english
 from compass.gym.math_answers.parse import parse_answer, text_key
@@ -80,14 +80,14 @@ def judge_math(response: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT_S, s
         return Verdict(True)               # the reference copied verbatim, even where it is prose
     if parse_answer(gold).invalid:         # parsed after the verbatim check: most pairs never need it
         return Verdict(False, "bad_gold")
-    candidates = answer_candidates(response)
+    candidates = final_candidates(final)
     if not candidates:
         return Verdict(False, "no_answer")
     comparer = Comparer(timeout_s, symbolic)
     candidates += [m for m in map(_last_member, candidates) if m is not None]
     # English prose or not matters only for a comma the English reading could not settle: asked lazily
     english = any("," in c for c in candidates) and writes_english(final)
-    if any(":" in c for c in candidates):          # "ends at 3:15" is a time of day, not 3/15
+    if ":" in "".join(candidates):                 # "ends at 3:15" is a time of day, not 3/15
         clocks = [clock_time(c, final) for c in candidates]
         if any(t is not None and same_time(t, gold) for t in clocks):
             return Verdict(True)

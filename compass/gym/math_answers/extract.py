@@ -125,7 +125,8 @@ def math_final(text: str | None) -> str:
     after answering: cut at a "Problem:" / "Question:" heading that follows a stated answer (an "answer is"
     or a box before it), never at one the response starts with."""
     final = final_answer(text or "")
-    if "\n" not in final:
+    if "\n" not in final or not ("roblem" in final or "uestion" in final or "xercise" in final
+                                 or "ROBLEM" in final or "UESTION" in final or "Q" in final):
         return final
     for m in _NEXT_EXERCISE.finditer(final):
         before = final[:m.start()]
@@ -137,9 +138,11 @@ def math_final(text: str | None) -> str:
 def answer_candidates(text: str | None) -> list[str]:
     """The final answer a response states, as strings: usually one; for a run of boxes, the run read as
     one list answer, then its last box alone (the last word). Empty when it states none."""
-    if not text:
-        return []
-    final = math_final(text)
+    return final_candidates(math_final(text)) if text else []
+
+
+def final_candidates(final: str) -> list[str]:
+    """``answer_candidates`` of a response whose ``math_final`` text is ``final``."""
     if not final:
         return []
     run = boxed_run(final)

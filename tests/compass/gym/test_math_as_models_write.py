@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from compass.gym.math_answers.equal import answer_candidates, judge_math
+from compass.gym.math_answers.equal import judge_math
+from compass.gym.math_answers.extract import answer_candidates
 from compass.gym.math_answers.times import clock_time, same_time
 from compass.gym.score import end_of_turn, final_answer
 
