@@ -537,14 +537,14 @@ def _has_matrix(t) -> bool:
         return True
     if t[0] == "pow":
         return _has_matrix(t[1])
-    return t[0] in ("add", "neg", "mul", "div") and any(_has_matrix(c) for c in t[1:])
+    return t[0] in _ARITHMETIC and any(_has_matrix(c) for c in t[1:])
 
 
 def _reduce_matrices(t):
     """An expression over matrices and scalars (``2\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}``, ``A + B``,
     ``\\frac12 M``, a product ``M N``) as the one matrix it evaluates to, its entries as trees; ``t`` itself
     when it is no such expression or the shapes do not fit."""
-    if t[0] not in ("add", "neg", "mul", "div", "pow") or not _has_matrix(t):
+    if t[0] not in _ARITHMETIC or not _has_matrix(t):
         return t
     try:
         return _matrix_value(t)

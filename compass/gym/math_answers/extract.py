@@ -166,17 +166,22 @@ _CONTRAST = re.compile(r"\b(?:but|however|actually|wait|instead|not|yet|rather|w
 _BOXED_VALUE = re.compile(r"\\(?:boxed|fbox)\s*\{([^{}]*)\}")
 
 
+def _last_sentence(text: str | None) -> str:
+    """The last sentence of the response's final text (its last 600 characters at most); "" when it has none."""
+    final = math_final(text)[-600:].rstrip()
+    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
+    return final[breaks[-1]:] if breaks else final
+
+
 def spread_answer(text: str | None) -> str | None:
     """An answer spread over the last sentence as several stated values: "we get $a = 2$ and $b = 5$",
     "\\(x_1 = 5\\) and \\(x_2 = -2\\)", "the solutions are x = 1 or x = 3" -> ``a = 2, b = 5`` ...; or as
     several boxes ("the speed is \\boxed{12} km/h and the time is \\boxed{3} hours" -> ``12, 3``);
     None when the last sentence states fewer than two. The ``math`` verifier tries it only against a gold
     with several items, after the single final answer failed."""
-    final = math_final(text)[-600:].rstrip()
-    if not final:
+    sentence = _last_sentence(text)
+    if not sentence:
         return None
-    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
-    sentence = final[breaks[-1]:] if breaks else final
     values, outside, at = [], [], 0
     for m in _MATH_SEG_RE.finditer(sentence):
         outside.append(sentence[at:m.start()])
@@ -207,9 +212,7 @@ def joined_segments(text: str | None) -> str | None:
     "so $x \\ge 3$ or $x \\le -1$." -> ``x \\ge 3 or x \\le -1``; None when fewer than two. The ``math``
     verifier tries it against a gold of several parts (a list, a union, an inequality), after the single
     final answer failed."""
-    final = math_final(text)[-600:].rstrip()
-    breaks = [m.end() for m in _SENTENCE_BREAK.finditer(final)]
-    sentence = final[breaks[-1]:] if breaks else final
+    sentence = _last_sentence(text)
     segs = list(_MATH_SEG_RE.finditer(sentence))
     run = segs[-1:]
     for seg in reversed(segs[:-1]):
