@@ -12,6 +12,7 @@ BENCHMARKS = {
     "gym-ifeval": "compass.bench.gym_ifeval",
     "gym-code": "compass.bench.gym_code",
     "gym-mcq": "compass.bench.gym_mcq",
+    "gym-bfcl": "compass.bench.gym_bfcl",
     "gym-json": "compass.bench.gym_json",
     "gym-service": "compass.bench.gym_service",
     "router-replay": "compass.bench.router_replay",

@@ -38,6 +38,11 @@ RESPONSE_CAUSES = frozenset({
     "genrm_worse",        # the GenRM judge found the reference better
     # bfcl_ast: the calls do not match BFCL's ground truth
     "no_call", "wrong_count", "wrong_func_name", "missing_required", "unexpected_param", "value_error",
+    "type_error",         # bfcl_ast: a value of another type than the function description's
+    # bfcl_exec: the calls ran, their results do not match the ground truth's
+    "execution_error", "wrong_result", "wrong_result_type",
+    # bfcl_multi_turn: the conversation's calls left another state or other results
+    "wrong_turn_count", "empty_turn", "state_mismatch", "response_mismatch",
 })
 
 

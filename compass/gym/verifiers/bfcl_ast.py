@@ -11,12 +11,20 @@ each pair with
 - every non-optional parameter present, and no parameter the ground truth does not list;
 - every value allowed: strings compared after BFCL's standardisation (spaces and ``,./-_*^``
   removed, lower case, ``'`` as ``"``), numbers by value (an integer where a float is expected is
-  accepted, as BFCL does), lists item by item (strings standardised), objects key by key.
+  accepted, as BFCL does), lists item by item (strings standardised), objects key by key against BFCL's allowed values per key
+  (``{"min": [300000], "max": [400000, ""]}``: a key whose list holds ``""`` may be left out).
+
+When the spec carries the function descriptions (``"functions"``: BFCL's ``function`` field, the
+JSON schemas offered to the model), each call is also checked against its function's description as
+BFCL's Python checker does: parameters it marks required are present, no parameter it does not
+describe, and each value has the described type (``type_error``): ``string``, ``integer``,
+``float`` (an integer accepted), ``boolean``, ``array``/``tuple`` (list; items of the described
+item type, one level deep), ``dict``, ``any`` (string); a value of the type the ground truth's
+allowed values have is accepted too (BFCL's "variable" case, a name where a value was described).
 
 Else 0, with the first reason found (``wrong_count``, ``wrong_func_name``, ``missing_required``,
-``unexpected_param``, ``value_error``; ``no_call`` when nothing parses). Not checked: the
-parameter types of the function description (the spec holds only the ground truth; a value of the
-wrong type that equals an allowed one by value passes), and BFCL's Java/JavaScript type conversions.
+``unexpected_param``, ``type_error``, ``value_error``; ``no_call`` when nothing parses). Not
+checked: BFCL's Java/JavaScript type conversions.
 The ``tool_call`` verifier is the dense RL reward (paper eq. 4-10); this one is the benchmark's pass/fail.
 """
 from __future__ import annotations
@@ -51,10 +59,34 @@ def _norm(v):
     return ("other", json.dumps(v, sort_keys=True))
 
 
+def _is_allowed_dict(option) -> bool:
+    """A dict whose values are lists of allowed values: BFCL's form for an object parameter."""
+    return isinstance(option, dict) and bool(option) and all(isinstance(x, list) for x in option.values())
+
+
+def _dict_fits(value, option: dict) -> bool:
+    """An object value against BFCL's ``{key: [allowed, ...]}``: each key known and allowed, the absent
+    ones optional (their list holds "")."""
+    if not isinstance(value, dict):
+        return False
+    if any(k not in option or not allowed(x, option[k]) for k, x in value.items()):
+        return False
+    return all(k in value or "" in opts for k, opts in option.items())
+
+
+def _fits(value, option) -> bool:
+    if _is_allowed_dict(option):
+        return _dict_fits(value, option)
+    if isinstance(option, list) and option and all(_is_allowed_dict(o) for o in option):
+        return isinstance(value, list) and len(value) == len(option) and \
+            all(_dict_fits(v, o) for v, o in zip(value, option))     # a list of objects, item by item
+    return _norm(value) == _norm(option)
+
+
 def allowed(value, options: list) -> bool:
-    """Whether ``value`` equals one of ``options`` (the empty string only marks optional, never matches)."""
-    v = _norm(value)
-    return any(v == _norm(o) for o in options if o != "")
+    """Whether ``value`` equals one of ``options`` (the empty string only marks optional, never matches);
+    an object (or a list of objects) is matched key by key against allowed values per key, as BFCL does."""
+    return any(_fits(value, o) for o in options if o != "")
 
 
 def ground_truth(value) -> list[tuple[str, dict[str, list]]]:
@@ -71,21 +103,74 @@ def ground_truth(value) -> list[tuple[str, dict[str, list]]]:
     return calls
 
 
-def call_error(call: dict, name: str, params: dict[str, list]) -> str | None:
-    """Why ``call`` does not satisfy the expected call, or None."""
+# BFCL's Python reading of a description's types (tuple arrives as a JSON list; "any" is read as text)
+PY_TYPES = {"string": str, "integer": int, "float": float, "boolean": bool, "array": list, "tuple": list,
+            "dict": dict, "any": str}
+
+
+def _options_type(options: list):
+    """The type of the first allowed value ("" marks optional, not a value); None when there is none."""
+    return next((type(o) for o in options if o != ""), None)
+
+
+def _item_ok(item, item_type: type, option: list) -> bool:
+    return type(item) is item_type or type(item) is _options_type(option)
+
+
+def type_ok(value, options: list, schema: dict) -> bool:
+    """Whether ``value`` has the type ``schema`` describes (BFCL's Python type check, one level deep)."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    expected = PY_TYPES.get(kind)
+    if expected is None:                      # a type BFCL's Python checker does not know: not checked
+        return True
+    if kind == "float" and type(value) is int:
+        value = float(value)
+    if type(value) is expected:
+        item_type = PY_TYPES.get((schema.get("items") or {}).get("type")) if kind in ("array", "tuple") else None
+        if item_type is None:
+            return True
+        # items pass against some allowed value that is a list (an allowed value that is not a list passes)
+        if any(not isinstance(o, list) or all(_item_ok(x, item_type, o) for x in value) for o in options):
+            return True
+        return False
+    return type(value) is _options_type(options)   # a variable's name where a value was described
+
+
+def descriptions(functions) -> dict[str, dict]:
+    """Function name -> its parameters schema, from BFCL's ``function`` field (a list or one object)."""
+    if isinstance(functions, str):
+        functions = json.loads(functions)
+    if isinstance(functions, dict):
+        functions = [functions]
+    if not isinstance(functions, list):
+        raise RowError("'functions' must be a list of function descriptions", "bad_spec")
+    out = {}
+    for f in functions:
+        if isinstance(f, dict) and isinstance(f.get("name"), str):
+            out[f["name"]] = f.get("parameters") or {}
+    return out
+
+
+def call_error(call: dict, name: str, params: dict[str, list], described: dict | None = None) -> str | None:
+    """Why ``call`` does not satisfy the expected call (and its description, when given), or None."""
     if call["name"] != name:
         return "wrong_func_name"
     args = call["arguments"]
-    if any(p not in args and "" not in opts for p, opts in params.items()):
+    schema = (described or {}).get(name)
+    required = (schema or {}).get("required") or []
+    if any(p not in args and "" not in opts for p, opts in params.items()) or any(p not in args for p in required):
         return "missing_required"
-    if any(a not in params for a in args):
+    props = (schema or {}).get("properties")
+    if any(a not in params for a in args) or (isinstance(props, dict) and any(a not in props for a in args)):
         return "unexpected_param"
+    if isinstance(props, dict) and any(not type_ok(v, params[a], props[a]) for a, v in args.items()):
+        return "type_error"
     if any(not allowed(v, params[a]) for a, v in args.items()):
         return "value_error"
     return None
 
 
-def check(response: str, gold: list[tuple[str, dict]]) -> tuple[bool, str | None]:
+def check(response: str, gold: list[tuple[str, dict]], described: dict | None = None) -> tuple[bool, str | None]:
     """(passed, reason): the response's calls against the expected ones, one to one in any order."""
     calls = predicted_calls(response)
     if not calls:
@@ -93,7 +178,7 @@ def check(response: str, gold: list[tuple[str, dict]]) -> tuple[bool, str | None
     if len(calls) != len(gold):
         return False, "wrong_count"
     # bipartite matching by augmenting paths: a call may satisfy several expected ones
-    ok = [[call_error(c, n, p) is None for c in calls] for n, p in gold]
+    ok = [[call_error(c, n, p, described) is None for c in calls] for n, p in gold]
     match: dict[int, int] = {}                     # call index -> gold index
 
     def augment(g: int, seen: set) -> bool:
@@ -107,7 +192,7 @@ def check(response: str, gold: list[tuple[str, dict]]) -> tuple[bool, str | None
     if all(augment(g, set()) for g in range(len(gold))):
         return True, None
     first = next(g for g in range(len(gold)) if g not in match.values())
-    reasons = [call_error(c, *gold[first]) for c in calls]
+    reasons = [call_error(c, *gold[first], described) for c in calls]
     same_name = [r for r in reasons if r != "wrong_func_name"]
     return False, (same_name[0] if same_name else "wrong_func_name")
 
@@ -115,14 +200,16 @@ def check(response: str, gold: list[tuple[str, dict]]) -> tuple[bool, str | None
 def score_spec(spec: dict, response: str, reference: str) -> Reward:
     try:
         gold = ground_truth(reference)
-    except RowError as e:
-        return Reward(0.0, e.reason)
-    passed, reason = check(response, gold)
+        described = descriptions(spec["functions"]) if spec.get("functions") is not None else None
+    except (RowError, ValueError) as e:
+        return Reward(0.0, getattr(e, "reason", "bad_spec"))
+    passed, reason = check(response, gold, described)
     return Reward(1.0 if passed else 0.0, reason)
 
 
 def score_row(row: dict) -> dict:
-    passed, reason = check(response_of(row), ground_truth(require(row, "ground_truth")))
+    described = descriptions(row["functions"]) if row.get("functions") is not None else None
+    passed, reason = check(response_of(row), ground_truth(require(row, "ground_truth")), described)
     return {"score": float(passed), "passed": passed, "reason": reason}
 
 
