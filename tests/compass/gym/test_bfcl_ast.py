@@ -75,3 +75,72 @@ def test_row_form():
     assert (out["score"], out["passed"], out.get("reason")) == (1.0, True, None)
     out = score_row("bfcl_ast", {**row, "response": answer(call("triangle_area", base=9, height=5))})
     assert (out["score"], out["passed"], out["reason"]) == (0.0, False, "value_error")
+
+
+# -- type checks from the function description (BFCL's `function` field) -----------------------------
+TOOLS = [{"name": "triangle_area", "parameters": {"type": "dict", "required": ["base", "height"], "properties": {
+    "base": {"type": "integer"}, "height": {"type": "float"}, "unit": {"type": "string"},
+    "sides": {"type": "array", "items": {"type": "integer"}}, "exact": {"type": "boolean"}}}}]
+TYPED = [{"triangle_area": {"base": [10], "height": [5.0], "unit": ["units", ""], "sides": [[1, 2], ""],
+                            "exact": [True, ""]}}]
+
+
+def typed(response, gold=TYPED, tools=TOOLS):
+    r = judge(parse_verifier({"type": "bfcl_ast", "functions": tools}), response, json.dumps(gold))
+    return r.score, r.reason
+
+
+@pytest.mark.parametrize("args, want", [
+    ({"base": 10, "height": 5.0}, (1.0, None)),
+    ({"base": 10, "height": 5}, (1.0, None)),                         # an integer where a float is described
+    ({"base": 10.0, "height": 5.0}, (0.0, "type_error")),             # a float where an integer is described
+    ({"base": "10", "height": 5.0}, (0.0, "type_error")),             # text that reads as the number
+    ({"base": 10, "height": 5.0, "exact": 1}, (0.0, "type_error")),   # 1 is not a boolean
+    ({"base": 10, "height": 5.0, "sides": [1, 2]}, (1.0, None)),
+    # BFCL checks items against allowed values that are lists; an optional parameter's "" passes the type
+    # check, so the value check decides
+    ({"base": 10, "height": 5.0, "sides": [1, "2"]}, (0.0, "value_error")),
+    ({"base": 10, "height": 5.0, "sides": [1, 3]}, (0.0, "value_error")),
+])
+def test_types_from_the_description(args, want):
+    assert typed(answer(call("triangle_area", **args))) == want
+    # without the description the value alone decides (10.0 equals 10)
+    if want[1] == "type_error" and type(args["base"]) is float:
+        assert verdict(answer(call("triangle_area", **args)), TYPED) == (1.0, None)
+
+
+def test_array_items_have_the_described_item_type():
+    gold = [{"triangle_area": {"base": [10], "height": [5.0], "sides": [[1, 2]]}}]
+    assert typed(answer(call("triangle_area", base=10, height=5.0, sides=[1, "2"])), gold) == (0.0, "type_error")
+    assert typed(answer(call("triangle_area", base=10, height=5.0, sides=[1, 2])), gold) == (1.0, None)
+
+
+def test_the_description_adds_required_and_known_parameters():
+    loose = [{"triangle_area": {"base": [10], "height": [5.0, ""]}}]     # the gold calls height optional
+    assert typed(answer(call("triangle_area", base=10)), loose) == (0.0, "missing_required")   # described required
+    tools = [{"name": "triangle_area", "parameters": {"properties": {"base": {"type": "integer"}}}}]
+    gold = [{"triangle_area": {"base": [10], "colour": ["red", ""]}}]
+    assert typed(answer(call("triangle_area", base=10, colour="red")), gold, tools) == (0.0, "unexpected_param")
+
+
+def test_a_variable_name_where_a_value_is_described_passes_as_bfcl_allows():
+    gold = [{"triangle_area": {"base": ["b"], "height": [5.0]}}]          # the ground truth names a variable
+    assert typed(answer(call("triangle_area", base="b", height=5.0)), gold) == (1.0, None)
+
+
+def test_objects_match_per_key_against_allowed_values():
+    gold = [{"find": {"budget": [{"min": [300000], "max": [400000, 400000.0], "currency": ["USD", ""]}]}}]
+    assert verdict(answer(call("find", budget={"min": 300000, "max": 400000})), gold) == (1.0, None)
+    assert verdict(answer(call("find", budget={"min": 300000, "max": 400000, "currency": "usd"})), gold) == (1.0, None)
+    assert verdict(answer(call("find", budget={"min": 300000})), gold) == (0.0, "value_error")       # max required
+    assert verdict(answer(call("find", budget={"min": 1, "max": 400000})), gold) == (0.0, "value_error")
+    assert verdict(answer(call("find", budget={"min": 300000, "max": 400000, "tax": 1})), gold)[0] == 0.0
+    rooms = [{"book": {"rooms": [[{"kind": ["single"], "n": [1]}, {"kind": ["double"], "n": [2]}]]}}]
+    assert verdict(answer(call("book", rooms=[{"kind": "single", "n": 1}, {"kind": "double", "n": 2}])), rooms) \
+        == (1.0, None)
+    assert verdict(answer(call("book", rooms=[{"kind": "single", "n": 1}])), rooms) == (0.0, "value_error")
+
+
+def test_a_description_that_is_not_a_list_is_the_specs_fault():
+    assert judge(parse_verifier({"type": "bfcl_ast", "functions": 3}), answer(call("triangle_area", base=10)),
+                 json.dumps(TYPED)).reason == "bad_spec"
