@@ -28,6 +28,8 @@ EXPECTED = {
     "mc_enem_pt": (180, {"no_match": 1}),          # one question the exam annulled
     "humaneval": (164, {}),                         # not in ../shared/data: skipped unless added
     "bfcl": (400, {}),                              # BFCL v3 simple (its published size; not in ../shared/data, unchecked here)
+    "bfcl_exec": (100, {}),                         # BFCL v3 exec_simple (not in ../shared/data)
+    "bfcl_multi_turn": (200, {}),                   # BFCL v4 multi_turn_base (not in ../shared/data)
 }
 
 
@@ -167,6 +169,90 @@ def test_bfcl_format_through_the_shipped_config(tmp_path, local_store):
     assert q[0]["reason"] == "no_join_match" and "simple_1" in q[0]["detail"]
 
 
+def test_bfcl_types_through_the_shipped_config(tmp_path, local_store):
+    """The shipped bfcl config puts the offered functions in the verifier spec: a value of the wrong type
+    that equals the allowed one by value fails (type_error), as in BFCL."""
+    q = {"id": "simple_0", "question": [[{"role": "user", "content": "Area, base 10, height 5?"}]],
+         "function": [{"name": "area", "parameters": {"type": "dict", "required": ["base"], "properties": {
+             "base": {"type": "integer"}, "height": {"type": "integer"}}}}]}
+    a = {"id": "simple_0", "ground_truth": [{"area": {"base": [10], "height": [5]}}]}
+    (tmp_path / "q.json").write_text(json.dumps(q) + "\n")
+    (tmp_path / "a.json").write_text(json.dumps(a) + "\n")
+    base = load_import_config(CONFIGS / "bfcl.yaml")
+    cfg = base.model_copy(update={"source": str(tmp_path / "q.json"),
+                                  "join": base.join.model_copy(update={"source": str(tmp_path / "a.json")})})
+    row = local_store.open(import_table(cfg, local_store).table_uri).read_table().to_pylist()[0]
+    from compass.gym.score import judge
+
+    def said(**args):
+        r = judge(row["verifier"], f'<tool_call>{json.dumps({"name": "area", "arguments": args})}</tool_call>',
+                  row["reference"])
+        return r.score, r.reason
+    assert said(base=10, height=5) == (1.0, None)
+    assert said(base=10.0, height=5) == (0.0, "type_error")
+
+
+def _import_two(tmp_path, local_store, config, questions, answers):
+    (tmp_path / "q.json").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    (tmp_path / "a.json").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    base = load_import_config(CONFIGS / config)
+    cfg = base.model_copy(update={"source": str(tmp_path / "q.json"),
+                                  "join": base.join.model_copy(update={"source": str(tmp_path / "a.json")})})
+    res = import_table(cfg, local_store)
+    return res, local_store.open(res.table_uri).read_table().to_pylist()
+
+
+def test_bfcl_exec_format_through_the_shipped_config(tmp_path, local_store, monkeypatch):
+    """BFCL's executable format written here (questions, answers with call strings and match kinds, a
+    functions file found through $COMPASS_BFCL_DIR): the ground truth's own calls pass, a wrong one fails."""
+    from compass.gym.score import judge
+    fn = {"name": "binomial", "description": "P(k successes in n trials)", "parameters": {"type": "dict",
+          "properties": {"n": {"type": "integer"}, "k": {"type": "integer"}, "p": {"type": "float"}},
+          "required": ["n", "k", "p"]}}
+    questions = [{"id": "exec_simple_0", "question": [[{"role": "user", "content": "5 sixes in 20 rolls?"}]],
+                  "function": [fn]}]
+    answers = [{"id": "exec_simple_0", "ground_truth": ["binomial(n=20, k=5, p=1/6)"],
+                "execution_result_type": ["exact_match"]}]
+    (tmp_path / "executable_python_function.py").write_text(
+        "import math\ndef binomial(n, k, p):\n    return math.comb(n, k) * p**k * (1 - p)**(n - k)\n")
+    monkeypatch.setenv("COMPASS_BFCL_DIR", str(tmp_path))
+    res, rows = _import_two(tmp_path, local_store, "bfcl_exec.yaml", questions, answers)
+    assert res.rows_imported == 1 and rows[0]["prompt"].endswith("User: 5 sixes in 20 rolls?")
+
+    def said(**args):
+        return tuple(judge(rows[0]["verifier"], f'<tool_call>{json.dumps({"name": "binomial", "arguments": args})}'
+                           '</tool_call>', rows[0]["reference"]))
+    assert said(n=20, k=5, p=1 / 6) == (1.0, None)
+    assert said(n=20, k=4, p=1 / 6) == (0.0, "wrong_result")
+
+
+def test_bfcl_multi_turn_format_through_the_shipped_config(tmp_path, local_store, monkeypatch):
+    """BFCL's multi-turn format written here (turns, initial_config, involved_classes; per-turn call
+    strings; a class file in a func_source_code folder): the ground truth's conversation passes, one that
+    leaves another state fails."""
+    from compass.gym.score import judge
+    questions = [{"id": "multi_turn_base_0", "initial_config": {"Counter": {"value": 2}},
+                  "involved_classes": ["Counter"], "path": [], "excluded_function": [],
+                  "question": [[{"role": "user", "content": "Add 3."}], [{"role": "user", "content": "Now double it."}]]}]
+    answers = [{"id": "multi_turn_base_0", "ground_truth": [["add(n=3)"], ["double()"]]}]
+    (tmp_path / "func_source_code").mkdir()
+    (tmp_path / "func_source_code" / "counter.py").write_text(
+        "class Counter:\n    def __init__(self):\n        self.value = 0\n"
+        "    def _load_scenario(self, config, long_context=False):\n        self.value = config.get('value', 0)\n"
+        "    def add(self, n):\n        self.value += n\n        return self.value\n"
+        "    def double(self):\n        self.value *= 2\n        return self.value\n")
+    monkeypatch.setenv("COMPASS_BFCL_DIR", str(tmp_path))
+    res, rows = _import_two(tmp_path, local_store, "bfcl_multi_turn.yaml", questions, answers)
+    assert res.rows_imported == 1 and rows[0]["prompt"] == "User: Add 3."
+    assert len(json.loads(rows[0]["reference"])["turns"]) == 2
+
+    def said(*turns):
+        convo = [f'<tool_call>{json.dumps({"name": n, "arguments": a})}</tool_call>' for n, a in turns]
+        return tuple(judge(rows[0]["verifier"], json.dumps(convo), rows[0]["reference"]))
+    assert said(("add", {"n": 3}), ("double", {})) == (1.0, None)
+    assert said(("add", {"n": 4}), ("double", {})) == (0.0, "state_mismatch")
+
+
 def _tmmlu(rows):
     assert {r["reference"] for r in rows} <= set("ABCDE") and rows[0]["language"] == "zh-TW"
     assert not any(r["prompt"].startswith("【已刪除】") for r in rows)
@@ -216,4 +302,10 @@ def _mcq_letters(letters):
 
 CHECKS = {"gsm8k": _gsm8k, "math500": _math500, "mbpp": _mbpp, "mc_tmmlu_zh_tw": _tmmlu,
           "mc_ttqa_zh_tw": _ttqa, "pref_pandalm": _pandalm, "aime_hmmt": _aime_hmmt, "ifeval": _ifeval,
-          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE"), "humaneval": _humaneval, "bfcl": _bfcl}
+          "mc_xcopa_th": _mcq_letters("AB"), "mc_enem_pt": _mcq_letters("ABCDE"), "humaneval": _humaneval, "bfcl": _bfcl,
+          "bfcl_exec": lambda rows: _spec_types(rows, "bfcl_exec"),
+          "bfcl_multi_turn": lambda rows: _spec_types(rows, "bfcl_multi_turn")}
+
+
+def _spec_types(rows, kind):
+    assert all(json.loads(r["verifier"])["type"] == kind and json.loads(r["reference"])["ground_truth"] for r in rows)
