@@ -20,6 +20,7 @@ import argparse
 import ast
 import collections
 import copy
+import importlib
 import json
 import random
 import sys
@@ -212,7 +213,7 @@ def import_their_checkers() -> tuple[bool, str]:
     dotted function names; that module imports every API client (anthropic, openai, ...). A stand-in
     answers "no renaming" for every model, which is what our calls (dotted names kept) need."""
     try:
-        import bfcl_eval.constants.model_config  # noqa: F401
+        importlib.import_module("bfcl_eval.constants.model_config")
         note = ""
     except ImportError:
         stand_in = types.ModuleType("bfcl_eval.constants.model_config")
@@ -220,8 +221,8 @@ def import_their_checkers() -> tuple[bool, str]:
         sys.modules["bfcl_eval.constants.model_config"] = stand_in
         note = "bfcl_eval.constants.model_config (its API clients are not installed): no model renames functions"
     try:
-        import bfcl_eval.eval_checker.ast_eval.ast_checker  # noqa: F401
-        import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401
+        for name in ("ast_eval.ast_checker", "multi_turn_eval.multi_turn_checker"):
+            importlib.import_module("bfcl_eval.eval_checker." + name)
     except Exception as e:   # noqa: BLE001 - their package does not load here: ours alone, say why
         print(f"BFCL's checkers do not import here ({type(e).__name__}: {e}); ours only")
         return False, note

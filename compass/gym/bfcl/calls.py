@@ -34,6 +34,6 @@ def gold_calls(value, what: str = "ground truth") -> list[str]:
     return [gold_call(c) for c in value]
 
 
-def response_calls(response: str) -> list[Call]:
+def response_calls(response: str) -> list[tuple[str, list, dict]]:
     """The calls of a response's final answer (its parsable ``<tool_call>`` blocks)."""
     return [(c["name"], [], dict(c["arguments"])) for c in predicted_calls(response)]
