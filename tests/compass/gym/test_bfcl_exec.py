@@ -91,6 +91,9 @@ def test_the_sandbox_holds_and_a_failing_ground_truth_is_the_datas_fault(spec):
 def test_bad_references_name_the_problem(spec, tmp_path):
     assert verdict(spec, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2"])[1] == "bad_gold"
     assert verdict(spec, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"], ["fuzzy_match"])[1] == "bad_gold"
+    assert verdict(spec, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)", "pair(3, 4)"], ["exact_match"])[1] \
+        == "bad_gold"                                             # a call without its match kind
+    assert verdict(spec, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"], ["exact_match"] * 2) == (1.0, None)
     missing = parse_verifier({"type": "bfcl_exec", "functions_file": str(tmp_path / "absent.py")})
     assert verdict(missing, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"])[1] == "bad_spec"
     assert verdict(parse_verifier({"type": "bfcl_exec"}), answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"])[1] \
