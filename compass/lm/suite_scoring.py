@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import itertools
+
+from compass.gym.bfcl.converse import converse
 from compass.gym.score import THINK_CLOSE, judge, needs_judge, parse_verifier
 from compass.lm.chat import sample
 from compass.progress import progress
@@ -17,9 +20,24 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
     sorted by length; each scored by the gym verifier named in the row's ``verifier`` (a row of the learned
     judge, ``genrm``, scores 0 here: the caller that holds a GenRM checkpoint judges it, as the evaluation
     stage does). The suite of a row is its ``suite`` when it has one, else its ``domain``. ``generate``: a function like
-    ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout.sampler.sampler``'s."""
-    order = sorted(range(len(rows)), key=lambda i: (len(rows[i]["prompt"]), i))
+    ``compass.lm.chat.sample`` (default: it), e.g. ``compass.rl.rollout.sampler.sampler``'s.
+    A row scored by ``bfcl_multi_turn`` is a conversation: each sample is held turn by turn with the
+    row's tools (``compass.gym.bfcl.converse``), ``max_new_tokens`` per reply."""
+    talk = [i for i, r in enumerate(rows) if parse_verifier(r["verifier"]).get("type") == "bfcl_multi_turn"]
+    order = sorted(set(range(len(rows))) - set(talk), key=lambda i: (len(rows[i]["prompt"]), i))
     completions: dict[int, list[dict]] = {}
+    if talk:
+        seeds = itertools.count(seed + 1_000_003)       # a fresh seed per reply batch
+        for _ in range(samples_per_prompt):
+            def one_each(prompts):
+                outs = []
+                for at in range(0, len(prompts), batch_size):
+                    outs += (generate or sample)(model, tok, prompts[at:at + batch_size], n=1,
+                                                 max_new_tokens=max_new_tokens, temperature=temperature,
+                                                 seed=next(seeds))
+                return [o[0] for o in outs]
+            for i, c in zip(talk, converse(one_each, [rows[i] for i in talk])):
+                completions.setdefault(i, []).append(c)
     bs = batch_size
     for b, start in enumerate(progress(range(0, len(order), bs), total=-(-len(order) // bs), desc="eval",
                                        unit="batch")):
@@ -38,7 +56,7 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
                             "prompt_id": row["id"], "sample_idx": k,
                             "response": c["text"], "score": s, "correct": s >= 1.0, "reason": reason,
                             "difficulty": row.get("difficulty"), "num_tokens": len(c["ids"]),
-                            "finished": tok.eos_token_id in c["ids"]})
+                            "finished": tok.eos_token_id in c.get("last_ids", c["ids"])})
     return results
 
 

@@ -149,14 +149,56 @@ VERDICT(check_turns(_classes, REQUEST["initial_config"], REQUEST["model"], REQUE
 def run_turns(classes_dir: str, package: str, involved: list[str], initial_config: dict, model: list,
               gold: list, long_context: bool, timeout_s: float) -> dict:
     """The ``turns`` verdict of per-turn ``model`` calls against ``gold`` on the classes of ``classes_dir``."""
+    sources, classes = _classes_request(classes_dir, package, involved)
+    request = {"classes": classes, "initial_config": initial_config,
+               "model": model, "gold": gold, "long_context": long_context}
+    return run_program(sources, turns, _TURNS_BODY, request, timeout_s)
+
+
+_REPLAY_BODY = r'''
+import importlib
+_classes = {c: getattr(importlib.import_module(m), c) for c, m in REQUEST["classes"]}
+if REQUEST["describe"]:
+    VERDICT({"tools": describe(_classes)})
+else:
+    VERDICT({"results": replay(_classes, REQUEST["initial_config"], REQUEST["model"], REQUEST["long_context"])})
+'''
+
+
+def _classes_request(classes_dir: str, package: str, involved: list[str]) -> tuple[dict, list]:
     sources = package_sources(classes_dir, package)
     where = class_modules(sources)
     unknown = [c for c in involved if c not in where]
     if unknown:
         raise RowError(f"class {unknown[0]!r} is defined in no file of {classes_dir!r}", "bad_spec")
-    request = {"classes": [[c, where[c]] for c in involved], "initial_config": initial_config,
-               "model": model, "gold": gold, "long_context": long_context}
-    return run_program(sources, turns, _TURNS_BODY, request, timeout_s)
+    return sources, [[c, where[c]] for c in involved]
+
+
+def replay_turns(classes_dir: str, package: str, involved: list[str], initial_config: dict, model: list,
+                 long_context: bool, timeout_s: float) -> list[list[str]]:
+    """Per turn, the results of the model's calls so far, run from the starting state in the sandbox;
+    RowError(sandbox reason) when the sandbox gave none."""
+    sources, classes = _classes_request(classes_dir, package, involved)
+    out = run_program(sources, turns, _REPLAY_BODY, {"classes": classes, "initial_config": initial_config,
+                                                     "model": model, "long_context": long_context,
+                                                     "describe": False}, timeout_s)
+    if "results" not in out:
+        raise RowError(f"the classes could not run the calls: {out.get('detail', '')}", out.get("reason") or "crash")
+    return out["results"]
+
+
+@functools.lru_cache(maxsize=64)
+def _described(classes_dir: str, package: str, involved: tuple[str, ...], timeout_s: float) -> str:
+    sources, classes = _classes_request(classes_dir, package, list(involved))
+    out = run_program(sources, turns, _REPLAY_BODY, {"classes": classes, "describe": True}, timeout_s)
+    if "tools" not in out:
+        raise RowError(f"the classes could not be described: {out.get('detail', '')}", out.get("reason") or "crash")
+    return json.dumps(out["tools"])
+
+
+def describe_classes(classes_dir: str, package: str, involved: list[str], timeout_s: float = 30.0) -> list[dict]:
+    """The tools (``turns.describe``) of the involved classes, read in the sandbox once per class set."""
+    return json.loads(_described(classes_dir, package, tuple(involved), timeout_s))
 
 
 def resolve(path: str) -> str:

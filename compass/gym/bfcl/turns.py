@@ -93,6 +93,48 @@ def missing(expected: list, got: list) -> list:
     return out
 
 
+def replay(classes: dict, initial_config: dict, model_turns: list, long_context: bool = False) -> list:
+    """Per turn, the result of each of the model's calls, all run in order from the starting state: what a
+    conversation shows the model after its calls (state lives across turns, so the whole history runs)."""
+    model = start(classes, initial_config, long_context)
+    table = methods(model)
+    return [[execute(table, c) for c in turn] for turn in model_turns]
+
+
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "float", "bool": "boolean", "list": "array",
+               "List": "array", "dict": "dict", "Dict": "dict", "tuple": "tuple", "Tuple": "tuple"}
+
+
+def _type_name(annotation) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "any"
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    text = text.replace("typing.", "").replace("Optional[", "").split("[")[0].strip("] ")
+    return _JSON_TYPES.get(text, "any")
+
+
+def describe(classes: dict) -> list:
+    """The tools a conversation offers: each public method of the classes as ``{"name", "description",
+    "parameters": {"type": "dict", "properties": {arg: {"type"}}, "required": [...]}}``, the description
+    the docstring's first paragraph, types read from the annotations (``any`` where there is none)."""
+    tools = []
+    for obj in (cls() for cls in classes.values()):
+        for name, method in inspect.getmembers(obj, predicate=inspect.ismethod):
+            if name.startswith("_"):
+                continue
+            doc = (inspect.getdoc(method) or "").split("\n\n")[0].replace("\n", " ").strip()
+            props, required = {}, []
+            for p in inspect.signature(method).parameters.values():
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    continue
+                props[p.name] = {"type": _type_name(p.annotation)}
+                if p.default is inspect.Parameter.empty:
+                    required.append(p.name)
+            tools.append({"name": name, "description": doc,
+                          "parameters": {"type": "dict", "properties": props, "required": required}})
+    return tools
+
+
 def check_turns(classes: dict, initial_config: dict, model_turns: list, gold_turns: list,
                 long_context: bool = False) -> dict:
     """{"passed", "reason", "turn", "detail"}: ``model_turns`` holds per turn the model's
