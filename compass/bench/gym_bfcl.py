@@ -6,8 +6,9 @@ for exec and multi-turn), and planted wrong answers: AST - a described integer/f
 text (a type error), a string value changed, a required parameter dropped; exec - a number argument
 moved by one (a string one changed); multi-turn - the last call of the last turn with calls dropped,
 one string argument changed, one turn's calls emptied. "agree" = our pass/fail equals BFCL's checker's
-on the same case; "expected" = gold passes and a planted case fails (exec: BFCL retired its executable
-checker from its package in 2025, so there it is the only column).
+on the same case; "expected" = gold passes and a planted case fails. BFCL retired its executable
+checker from its package in 2025: give its last ``executable_checker.py`` (``--exec-checker``) to compare
+exec too (cases whose ground truth needs the network are left out of that comparison).
 
 Data, never committed: ``--bfcl-eval DIR`` the unpacked ``bfcl-eval`` wheel (its data and checkers;
 ``pip download --no-deps bfcl-eval`` then unzip), ``--exec DIR`` BFCL v3's executable categories and
@@ -124,7 +125,39 @@ def _nudge(args: dict, rng: random.Random) -> dict | None:
     return bad
 
 
-def run_exec(root: Path, functions: Path, limit: int | None, rng: random.Random) -> list[dict]:
+def their_exec_checker(checker: Path, functions: Path):
+    """BFCL's retired executable checker (its ``executable_checker.py``, from the gorilla repository before
+    the categories were retired), loaded with stand-ins for the package modules it imports: its constants
+    (the 0.2 real-time difference), its exception, and ``functions`` as the module of executable functions
+    it runs calls in. Returns ``check(call_strings, expected_results, kinds, category) -> bool``."""
+    def module(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        sys.modules[name] = m
+        return m
+    for pkg in ("bfcl", "bfcl.constants", "bfcl.eval_checker", "bfcl.eval_checker.executable_eval"):
+        module(pkg, __path__=[])
+    module("bfcl.constants.eval_config", POSSIBLE_ANSWER_PATH="", REAL_TIME_MATCH_ALLOWED_DIFFERENCE=0.2)
+    module("bfcl.eval_checker.executable_eval.custom_exception", NoAPIKeyError=type("NoAPIKeyError", (Exception,), {}))
+    module("bfcl.utils", find_file_with_suffix=lambda *a: None, load_file=lambda *a: [])
+    fns = module("bfcl.eval_checker.executable_eval.executable_python_function")
+    exec(compile(functions.read_text(), str(functions), "exec"), fns.__dict__)   # noqa: S102 - their functions
+    theirs = module("bfcl_exec_checker")
+    exec(compile(checker.read_text(), str(checker), "exec"), theirs.__dict__)    # noqa: S102 - their checker
+
+    def check(calls: list[str], gold: list[str], kinds: list[str], category: str) -> bool | None:
+        try:
+            expected = [eval(g, dict(fns.__dict__)) for g in gold]                  # noqa: S307
+        except Exception:   # noqa: BLE001 - a ground truth that cannot run here: not compared
+            return None
+        expected = [list(e) if isinstance(e, tuple) else e for e in expected]
+        verdict = theirs.executable_checker_non_rest(
+            calls, {"execution_result": expected, "execution_result_type": kinds}, category)
+        return bool(verdict["valid"])
+    return check
+
+
+def run_exec(root: Path, functions: Path, limit: int | None, rng: random.Random, theirs=None) -> list[dict]:
     from compass.gym.verifiers.bfcl_exec import answer_of, check
     out = []
     for cat in EXEC_CATEGORIES:
@@ -141,8 +174,13 @@ def run_exec(root: Path, functions: Path, limit: int | None, rng: random.Random)
                 cases.append(("value", calls[:i] + [(calls[i][0], nudged)] + calls[i + 1:]))
             for case, cs in cases:
                 passed, reason = check("".join(_block(n, args) for n, args in cs), gold, kinds, str(functions), 10.0)
-                out.append({"set": "exec", "category": cat, "id": a["id"], "case": case, "ours": passed,
-                            "reason": reason})
+                row = {"set": "exec", "category": cat, "id": a["id"], "case": case, "ours": passed, "reason": reason}
+                if theirs is not None and reason != "bad_gold":
+                    calls = [f"{n}({', '.join(f'{k}={v!r}' for k, v in args.items())})" for n, args in cs]
+                    verdict = theirs(calls, gold, kinds, cat)
+                    if verdict is not None:
+                        row["theirs"] = verdict
+                out.append(row)
     return out
 
 
@@ -238,9 +276,10 @@ def summarize(rows: list[dict]) -> list[dict]:
         expected = [r["ours"] == (case == "gold") for r in rs]
         row = {"set": s, "case": case, "n": len(rs), "ours_pass": sum(r["ours"] for r in rs),
                "expected": sum(expected) / len(rs)}
-        if "theirs" in rs[0]:
-            row["theirs_pass"] = sum(r["theirs"] for r in rs)
-            row["agree"] = sum(r["ours"] == r["theirs"] for r in rs) / len(rs)
+        both = [r for r in rs if "theirs" in r]
+        if both:
+            row["theirs_pass"] = sum(r["theirs"] for r in both)
+            row["agree"] = sum(r["ours"] == r["theirs"] for r in both) / len(both)
         out.append(row)
     return out
 
@@ -253,6 +292,8 @@ def main(argv: list[str]) -> int:
                     "possible_answer/); skipped when not given")
     ap.add_argument("--functions", type=Path, default=None, help="their reference functions file "
                     "(default <exec>/executable_python_function.py)")
+    ap.add_argument("--exec-checker", type=Path, default=None, help="BFCL's retired executable_checker.py, "
+                    "to compare with (its ground truth runs in this process, as BFCL ran it)")
     ap.add_argument("--limit", type=int, default=None, help="at most N rows per category")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=15, help="disagreements to list")
@@ -270,7 +311,9 @@ def main(argv: list[str]) -> int:
     rows = run_ast(root, args.limit, rng, theirs)
     t_ast = time.perf_counter() - t0
     if args.exec is not None:
-        rows += run_exec(args.exec, args.functions or args.exec / "executable_python_function.py", args.limit, rng)
+        functions = args.functions or args.exec / "executable_python_function.py"
+        their_exec = their_exec_checker(args.exec_checker, functions) if args.exec_checker else None
+        rows += run_exec(args.exec, functions, args.limit, rng, their_exec)
     t_exec = time.perf_counter() - t0 - t_ast
     rows += run_multi_turn(root, args.limit, rng, theirs)
     t_mt = time.perf_counter() - t0 - t_ast - t_exec
@@ -292,6 +335,7 @@ def main(argv: list[str]) -> int:
     headline = {"bench": "gym-bfcl", "cases": len(rows),
                 "agree_ast": _share([r for r in compared if r["set"] == "ast"]),
                 "agree_multi_turn": _share([r for r in compared if r["set"] == "multi_turn"]),
+                "agree_exec": _share([r for r in compared if r["set"] == "exec"]),
                 "exec_expected": _expected([r for r in rows if r["set"] == "exec" and r["reason"] != "bad_gold"]),
                 "exec_bad_gold": bad_gold}
     print(json.dumps(headline))
