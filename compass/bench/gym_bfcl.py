@@ -53,10 +53,13 @@ def _first(v):
 
 def ast_cases(question: dict, answer: dict, rng: random.Random) -> list[tuple[str, list[dict]]]:
     """(case name, calls as [{name: {param: value}}]) - the gold, then each plant that applies."""
-    gold = [{n: {p: _first(v[0]) for p, v in params.items() if v and v[0] != ""}} for g in answer["ground_truth"]
-            for n, params in g.items()]
-    cases = [("gold", gold)]
     props = {f["name"]: f.get("parameters", {}).get("properties", {}) for f in question["function"]}
+    needed = {f["name"]: set(f.get("parameters", {}).get("required", [])) for f in question["function"]}
+    # each parameter the ground truth requires, or the description does, at its first allowed value
+    gold = [{n: {p: _first(next(x for x in v if x != "")) for p, v in params.items()
+                 if any(x != "" for x in v) and ("" not in v or p in needed.get(n, ()))}}
+            for g in answer["ground_truth"] for n, params in g.items()]
+    cases = [("gold", gold)]
     typed = [(i, n, p) for i, c in enumerate(gold) for n, a in c.items() for p, v in a.items()
              if props.get(n, {}).get(p, {}).get("type") in ("integer", "float", "boolean") and not isinstance(v, str)]
     if typed:
