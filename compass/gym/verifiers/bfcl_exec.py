@@ -18,6 +18,7 @@ call fails here (BFCL's REST-backed functions need the network and API keys the 
 from __future__ import annotations
 
 import json
+import os
 
 from compass.gym.bfcl.calls import gold_calls, response_calls
 from compass.gym.bfcl.harness import resolve, run_exec
@@ -48,6 +49,8 @@ def answer_of(value) -> tuple[list, list[str]]:
 
 
 def check(response: str, gold: list, kinds: list, functions: str, timeout_s: float) -> tuple[bool, str | None]:
+    if not os.path.isfile(resolve(functions)):      # the data's fault, whatever the response
+        raise RowError(f"functions_file {resolve(functions)!r} is not a file", "bad_spec")
     model = response_calls(response)
     if not model:
         return False, "no_call"

@@ -19,6 +19,7 @@ result); its calls are the ``<tool_call>`` blocks, in order. Reasons: ``wrong_tu
 from __future__ import annotations
 
 import json
+import os
 
 from compass.gym.bfcl.calls import gold_calls, response_calls
 from compass.gym.bfcl.harness import resolve, run_turns
@@ -78,15 +79,17 @@ def turn_calls(response) -> list[list] | None:
 
 def check(response, reference, spec: dict) -> tuple[bool, str | None]:
     gold, config, classes = reference_of(reference)
-    model = turn_calls(response)
-    if model is None or len(model) != len(gold):
-        return False, "wrong_turn_count"
     where = spec.get("classes_dir")
     if not isinstance(where, str) or not where:
         raise RowError("the spec needs 'classes_dir': the directory of the category's class files", "bad_spec")
+    if not os.path.isdir(resolve(where)):
+        raise RowError(f"classes_dir {resolve(where)!r} is not a directory", "bad_spec")
     timeout = spec.get("timeout_s", DEFAULT_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
         raise RowError("timeout_s must be a number of seconds in (0, 300]", "bad_spec")
+    model = turn_calls(response)                 # the data is sound: now the response
+    if model is None or len(model) != len(gold):
+        return False, "wrong_turn_count"
     verdict = run_turns(resolve(where), spec.get("package", BFCL_PACKAGE), classes, config, model, gold,
                         bool(spec.get("long_context", False)), float(timeout))
     return bool(verdict["passed"]), verdict.get("reason")

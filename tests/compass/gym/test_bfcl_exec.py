@@ -96,6 +96,7 @@ def test_bad_references_name_the_problem(spec, tmp_path):
     assert verdict(spec, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"], ["exact_match"] * 2) == (1.0, None)
     missing = parse_verifier({"type": "bfcl_exec", "functions_file": str(tmp_path / "absent.py")})
     assert verdict(missing, answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"])[1] == "bad_spec"
+    assert verdict(missing, "no call at all", ["pair(1, 2)"])[1] == "bad_spec"
     assert verdict(parse_verifier({"type": "bfcl_exec"}), answer(("pair", {"a": 1, "b": 2})), ["pair(1, 2)"])[1] \
         == "bad_spec"
 

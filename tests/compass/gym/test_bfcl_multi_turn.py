@@ -108,6 +108,7 @@ def test_bad_references_and_specs_name_the_problem(spec, tmp_path):
     assert verdict(spec, GOOD, dict(REFERENCE, ground_truth="x"))[1] == "bad_gold"
     gone = parse_verifier({"type": "bfcl_multi_turn", "classes_dir": str(tmp_path / "absent")})
     assert verdict(gone, GOOD)[1] == "bad_spec"
+    assert verdict(gone, [])[1] == "bad_spec"                 # the spec's fault even when the response is empty
 
 
 def test_the_rules_on_live_objects():
