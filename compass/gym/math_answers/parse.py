@@ -183,7 +183,7 @@ def tokenize(s: str) -> list[tuple[str, object]]:
         if kind == "mixed":
             out.append(("mixed", _mixed_value(text)))
         elif kind == "num":
-            out.append(("num", Fraction(text.replace(" ", "").rstrip(".") or "0")))
+            out.append(("num", _fraction(text.replace(" ", "").rstrip(".") or "0")))
         elif kind == "word":
             out.extend(_word_tokens(text))
         elif kind == "op":
@@ -599,14 +599,20 @@ def parse_answer(text: str) -> Answer:
     return _parse_cached(text)
 
 
+def _fraction(text: str) -> Fraction:
+    """``Fraction(text)``; an ASCII integer through ``int`` first (three times faster: most answers are one)."""
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    return Fraction(int(text)) if digits.isascii() and digits.isdigit() else Fraction(text)
+
+
 @lru_cache(maxsize=65536)
 def _parse_cached(text: str) -> Answer:
     raw = text.strip()
     if _PLAIN_NUMBER.fullmatch(raw):                 # the common case, without any regex rewriting
-        return Answer(("num", Fraction(raw)), raw)
+        return Answer(("num", _fraction(raw)), raw)
     s, percent = normalize(raw)
     if _PLAIN_NUMBER.fullmatch(s):
-        return Answer(("num", Fraction(s)), s, percent)
+        return Answer(("num", _fraction(s)), s, percent)
     if not s or len(s) > MAX_ANSWER_CHARS:     # bounds parser time and recursion on hostile input
         return Answer(None, text_key(s), percent)
     try:
