@@ -126,7 +126,8 @@ def type_ok(value, options: list, schema: dict) -> bool:
     if kind == "float" and type(value) is int:
         value = float(value)
     if type(value) is expected:
-        item_type = PY_TYPES.get((schema.get("items") or {}).get("type")) if kind in ("array", "tuple") else None
+        items = schema.get("items")
+        item_type = PY_TYPES.get(items.get("type")) if kind in ("array", "tuple") and isinstance(items, dict) else None
         if item_type is None:
             return True
         # items pass against some allowed value that is a list (an allowed value that is not a list passes)
@@ -139,7 +140,10 @@ def type_ok(value, options: list, schema: dict) -> bool:
 def descriptions(functions) -> dict[str, dict]:
     """Function name -> its parameters schema, from BFCL's ``function`` field (a list or one object)."""
     if isinstance(functions, str):
-        functions = json.loads(functions)
+        try:
+            functions = json.loads(functions)
+        except ValueError as e:
+            raise RowError(f"'functions' is not JSON: {e}", "bad_spec") from None
     if isinstance(functions, dict):
         functions = [functions]
     if not isinstance(functions, list):
@@ -157,7 +161,8 @@ def call_error(call: dict, name: str, params: dict[str, list], described: dict |
         return "wrong_func_name"
     args = call["arguments"]
     schema = (described or {}).get(name)
-    required = (schema or {}).get("required") or []
+    required = (schema or {}).get("required")
+    required = required if isinstance(required, list) else []
     if any(p not in args and "" not in opts for p, opts in params.items()) or any(p not in args for p in required):
         return "missing_required"
     props = (schema or {}).get("properties")
@@ -201,8 +206,8 @@ def score_spec(spec: dict, response: str, reference: str) -> Reward:
     try:
         gold = ground_truth(reference)
         described = descriptions(spec["functions"]) if spec.get("functions") is not None else None
-    except (RowError, ValueError) as e:
-        return Reward(0.0, getattr(e, "reason", "bad_spec"))
+    except RowError as e:
+        return Reward(0.0, e.reason)
     passed, reason = check(response, gold, described)
     return Reward(1.0 if passed else 0.0, reason)
 
