@@ -65,7 +65,8 @@ def judged_table(by_ckpt: dict[str, dict], labels: dict[str, str]) -> list[str]:
     """Markdown: one row per (checkpoint, judged suite)."""
     def pct(x):
         return "—" if x is None else f"{x:.3f}"
-    lines = ["| checkpoint | suite | samples | win | tie | loss | malformed | swap-consistent | rules agree |",
+    lines = ["| checkpoint | suite (its judged prompts only) | samples | win | tie | loss | malformed "
+             "| swap-consistent | rules agree |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for slot, v in by_ckpt.items():
         for suite, m in v.get("judged", {}).items():
