@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from compass.gym.bfcl.calls import response_calls
-from compass.gym.bfcl.harness import describe_classes, replay_turns, resolve
+from compass.gym.bfcl.harness import BFCL_PACKAGE, describe_classes, replay_turns, resolve
 from compass.gym.rows import RowError
 
 MAX_STEPS = 4           # replies per user turn (BFCL allows 20; a model that loops this long has failed anyway)
@@ -80,16 +80,11 @@ def start(row: dict) -> Conversation:
     conv = Conversation(spec, reference, [], [])
     try:
         conv.users = user_turns(reference)
-        conv.tools = describe_classes(resolve(spec.get("classes_dir", "")), spec.get("package", _package()),
+        conv.tools = describe_classes(resolve(spec.get("classes_dir", "")), spec.get("package", BFCL_PACKAGE),
                                       list(reference.get("involved_classes") or []))
     except RowError as e:
         conv.error = e.reason
     return conv
-
-
-def _package() -> str:
-    from compass.gym.verifiers.bfcl_multi_turn import BFCL_PACKAGE
-    return BFCL_PACKAGE
 
 
 def _after_reply(conv: Conversation, text: str, ids: list[int], max_steps: int) -> None:
@@ -107,7 +102,7 @@ def _after_reply(conv: Conversation, text: str, ids: list[int], max_steps: int) 
     if calls:
         conv.calls[t] += calls
         try:
-            results = replay_turns(resolve(conv.spec.get("classes_dir", "")), conv.spec.get("package", _package()),
+            results = replay_turns(resolve(conv.spec.get("classes_dir", "")), conv.spec.get("package", BFCL_PACKAGE),
                                    list(conv.reference.get("involved_classes") or []),
                                    conv.reference.get("initial_config") or {}, conv.calls,
                                    bool(conv.spec.get("long_context", False)), 60.0)

@@ -49,6 +49,9 @@ except PermissionError:
     sys.modules["subprocess"] = _stub
 '''
 
+# the package BFCL's class files import each other by (its func_source_code folder)
+BFCL_PACKAGE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
+
 _CLASS = re.compile(r"^class\s+([A-Za-z_]\w*)\s*[(:]", re.M)
 
 

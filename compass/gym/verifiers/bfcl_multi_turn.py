@@ -22,12 +22,11 @@ import json
 import os
 
 from compass.gym.bfcl.calls import gold_calls, response_calls
-from compass.gym.bfcl.harness import resolve, run_turns
+from compass.gym.bfcl.harness import BFCL_PACKAGE, resolve, run_turns
 from compass.gym.registry import Verifier, register_verifier
 from compass.gym.rows import RowError, require, response_of
 from compass.gym.score import Reward
 
-BFCL_PACKAGE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 DEFAULT_TIMEOUT_S = 30.0
 
 
