@@ -11,8 +11,9 @@ each pair with
 - every non-optional parameter present, and no parameter the ground truth does not list;
 - every value allowed: strings compared after BFCL's standardisation (spaces and ``,./-_*^``
   removed, lower case, ``'`` as ``"``), numbers by value (an integer where a float is expected is
-  accepted, as BFCL does), lists item by item (strings standardised), objects key by key against BFCL's allowed values per key
-  (``{"min": [300000], "max": [400000, ""]}``: a key whose list holds ``""`` may be left out).
+  accepted, as BFCL does), lists item by item (strings standardised), objects key by key against
+  BFCL's allowed values per key (``{"min": [300000], "max": [400000, ""]}``: a key whose list holds
+  ``""`` may be left out).
 
 When the spec carries the function descriptions (``"functions"``: BFCL's ``function`` field, the
 JSON schemas offered to the model), each call is also checked against its function's description as
