@@ -1,6 +1,6 @@
 """The UI path: a real Prefect server on 127.0.0.1, `compass serve`, and runs started the ways a user starts
 them: the REST API (what the UI's "Run" button calls), a cron schedule from the config, a pipeline run that
-resumes from a stored artifact, four pipelines at once on one store; then the UI itself in headless Chromium.
+resumes from a stored artifact, three pipelines at once on one store; then the UI itself in headless Chromium.
 
 One server and one `compass serve` for the module: each costs ~15 s to start on 2 cores."""
 from __future__ import annotations
@@ -183,24 +183,27 @@ def _summary_versions(served: Served, run_id: str) -> dict[str, str]:
     return dict(re.findall(r"^\| (\w+) \| [^|]+ \| `(\w+)` \|", md, re.M))
 
 
-def test_four_pipelines_at_once_on_one_store(served: Served):
-    """Two runs of one config and two of others, at once, on one store and one server: all complete, the
-    same-config runs end on the same version of every stage, and every stored artifact verifies."""
+def test_three_pipelines_at_once_on_one_store(served: Served):
+    """Two runs of one config and one of another, at once, on one store and one server: all complete, the
+    same-config runs end on the same version of every stage (the second waits for the first's run of a stage
+    version and reuses it), the other config shares the stages upstream of its change, and every stored
+    artifact verifies. (A fourth run, a second variant, was dropped for the suite's time, issue 30: it checked
+    nothing these three do not.)"""
     store = served.tmp / "load-store"
     base = load_pipeline_dict(served.config)[0]                         # the whole config, as the flow takes it
-    def variant(steps: int) -> dict:
-        return {**base, "store": str(store), "sft_domain": {**base["sft_domain"], "steps": steps}}
-    params = [{"store": str(store)}, {"store": str(store)}, {"config": variant(7)}, {"config": variant(8)}]
+    variant = {**base, "store": str(store), "sft_domain": {**base["sft_domain"], "steps": 7}}
+    params = [{"store": str(store)}, {"store": str(store)}, {"config": variant}]
     ids = [served.start("pipeline", "pipeline", p)["id"] for p in params]
     runs = [served.finished(i, timeout=900) for i in ids]
-    assert [r["state"]["type"] for r in runs] == ["COMPLETED"] * 4, [r["state"] for r in runs]
+    assert [r["state"]["type"] for r in runs] == ["COMPLETED"] * 3, [r["state"] for r in runs]
     versions = [_summary_versions(served, i) for i in ids]
     assert all(len(v) == 9 for v in versions), versions
     assert versions[0] == versions[1]                                    # one artifact per version
-    assert versions[2]["sft_domain"] != versions[0]["sft_domain"] != versions[3]["sft_domain"]
+    assert versions[2]["sft_domain"] != versions[0]["sft_domain"]
     assert versions[2]["world"] == versions[0]["world"]                  # shared upstream stages
+    assert versions[2]["sft_longcot"] == versions[0]["sft_longcot"]
     st = ArtifactStore(str(store))
-    for name, n in [("domain_ckpt", 3), ("thinking_ckpt", 1), ("ckpt_final", 3)]:
+    for name, n in [("domain_ckpt", 2), ("thinking_ckpt", 1), ("ckpt_final", 2)]:
         assert len(st.list("checkpoint", name)) == n, (name, [m.version for m in st.list("checkpoint", name)])
     out = compass(["artifacts", "verify", "--store", str(store)], served.tmp / "cli").stdout
     assert re.search(r"(\d+) of \1 artifact version\(s\) verified", out), out
