@@ -6,7 +6,8 @@ Prefect waits 20 s for its temporary server by default; on a slow or busy 2-core
 40-line traceback (issue 30). Here the wait comes from Prefect's own setting
 ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``, whose default ``flows/__init__.py`` raises to
 :data:`DEFAULT_START_TIMEOUT_S`; a server that still has not answered is stopped and started once more
-on a fresh port, and if that fails too the run ends in one line that says what to do.
+on a fresh port with twice the wait (a machine slow enough to miss once is likely busy still), and if that
+fails too the run ends in one line that says what to do.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def ensure_prefect_api() -> str:
 
     The started server is the one Prefect's own clients reuse for the rest of the process (its
     ``SubprocessASGIServer`` is one instance per process), and Prefect stops it at exit.
-    Raises :class:`PrefectStartError` after :data:`ATTEMPTS` starts that each waited the timeout.
+    Raises :class:`PrefectStartError` after :data:`ATTEMPTS` starts, the n-th of which waited n times the timeout.
     """
     timeout = start_timeout_s()                 # before Prefect reads (and rejects) a malformed value
     from prefect.settings import PREFECT_API_URL
@@ -67,13 +68,14 @@ def ensure_prefect_api() -> str:
     why = ""
     for attempt in range(1, ATTEMPTS + 1):
         server = SubprocessASGIServer()
+        wait = timeout * attempt
         try:
-            server.start(timeout=timeout)
+            server.start(timeout=wait)
             return server.api_url
         except Exception as e:  # Prefect raises RuntimeError on a time-out, httpx errors on a bad answer
             code = server.server_process.poll() if server.server_process else None
             why = f"the server process exited with code {code}" if code is not None else \
-                f"no answer within {timeout} s"
+                f"no answer within {wait} s"
             log.debug("Prefect temporary server, attempt %d: %s", attempt, e)
             server.stop()                       # kills a hung process and forgets the instance: a fresh port next
             if attempt < ATTEMPTS:
