@@ -63,9 +63,9 @@ def start_with_slow_server(tmp: Path, delays: list[float], timeout_s: int | None
 
 @pytest.fixture(scope="module")
 def slow_runs(tmp_path_factory):
-    """The three slow-start runs, started together: each spends most of its time asleep (a server that sleeps
-    21 s, one that hangs past a 25 s timeout, one that never answers), so side by side they take the longest
-    one's time, not the sum (~60 s of a 2-core machine saved, issue 30)."""
+    """The three slow-start runs, started together: alone each spends most of its time asleep (a server that
+    sleeps 21 s, one that hangs past a 25 s timeout, one that never answers), so side by side they take about
+    the longest one's time, not the sum (issue 30); inside the busy suite they are CPU-bound (docs/testing.md)."""
     tmp = tmp_path_factory.mktemp("slow-starts")
     waits = {
         # 21 s before the server even starts to load: past Prefect's own 20 s default, inside compass's 120 s;
