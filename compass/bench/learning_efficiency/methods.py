@@ -1,49 +1,68 @@
 """The methods compared, as RLConfig sections, and the RLConfig of one run.
 
 Every method shares the regime's settings (prompts per step, group size, tokens, lr, mini-batches,
-budget) and differs only in the sections below. ``ours`` is the paper's zero-variance elimination
-(§2.4.1) plus its loss: skip prompts predicted zero-variance before rollout from the grader's pass rates
-and the policy's own groups, choose N from the same beliefs, RL-ZVP on the zero-variance groups that
-remain, ESPO (α 0.1, docs/rl.md "α for this project"). Each ``ours-no-*`` removes one of those four;
-``ours-zvp-1.0`` is ``ours`` with RL-ZVP's α at the value the same rule gives this start.
+budget) and differs only in the sections below. ``ours`` is what the pipeline ships: the reasoning-RL
+stage's ``advantage``, ``loss`` and zero-variance sampling (``prefilter``, ``auto_group_size``) read from
+the embedded default ``configs/tiny.yaml``, so the bench measures the method the RL stages run and follows
+it when the config changes. On top of it: ``ours+espo`` (ESPO's loss, α 0.1), ``ours+zvp`` (RL-ZVP's
+advantage, α 0.1) and ``ours+espo+zvp`` (both: the paper's whole method); ``ours-no-prefilter`` and
+``ours-no-autoN`` take one part of the shipped sampling away.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 GRPO_LOSS = {"kind": "ppo_clip_token_mean", "clip_eps": 0.2}
 DAPO_LOSS = {"kind": "ppo_clip_token_mean", "clip_eps": 0.2, "clip_eps_high": 0.28}
+SAMPLING_KEYS = ("prefilter", "auto_group_size", "dynamic")     # the method's part of ``sampling``
+STAGE = "reasoning_rl"
 
 
-def prefilter(prior_weight: float) -> dict:
-    """``sampling.prefilter``, the same for ``greso`` and ``ours`` but for the prior's weight; the rest are
-    the engine's defaults (skip chance min(0.95, P_zv) · 0.8^skips_in_a_row above P_zv 0.6)."""
-    return {"prior_weight": prior_weight}
+def shipped(config: str | Path | None = None) -> dict:
+    """The RLConfig sections of the reasoning-RL stage in ``config`` (default: the embedded default
+    ``configs/tiny.yaml``): ``advantage``, ``loss`` and the method's keys of ``sampling``; the stage's
+    batch shape, lr and budget are the regime's, not the method's."""
+    import yaml
+    from compass.dag.pipeline_yaml import EMBEDDED_DEFAULT
+    path = Path(config) if config else EMBEDDED_DEFAULT
+    section = (yaml.safe_load(path.read_text()) or {}).get(STAGE)
+    if not section or "advantage" not in section or "loss" not in section:
+        raise ValueError(f"{path}: no '{STAGE}' section with 'advantage' and 'loss' to measure as shipped")
+    sampling = {k: v for k, v in (section.get("sampling") or {}).items() if k in SAMPLING_KEYS}
+    return {"advantage": dict(section["advantage"]), "loss": dict(section["loss"]), "sampling": sampling}
 
 
-AUTO_N: dict = {}           # sampling.auto_group_size with the engine's defaults (N in 2, 4, 8, 16; tol 0.1; every step)
-ZVP_CALIBRATED = 1.0        # RL-ZVP's α by docs/rl.md's rule on this start (0.86-1.00); the default is the paper's 0.1
-
-
-def methods(grader_k: int) -> dict[str, dict]:
+def methods(grader_k: int, config: str | Path | None = None) -> dict[str, dict]:
     """Name -> RLConfig sections (``sampling`` keys join the regime's). ``grader_k``: samples per prompt
-    the grader measured; its pass rate counts as that many samples in ``ours``' prior."""
-    ours_sampling = {"prefilter": prefilter(grader_k), "auto_group_size": AUTO_N}
-    ours = {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"}, "sampling": ours_sampling}
+    the grader measured (``greso`` ignores the grader: its skip rests on the run's own history)."""
+    ours = shipped(config)
+    samp = ours["sampling"]
+    espo = {"kind": "espo"}
+    zvp = {"kind": "rl_zvp"}
     return {
         "grpo": {"advantage": {"kind": "grpo"}, "loss": GRPO_LOSS},
         "dapo": {"advantage": {"kind": "grpo"}, "loss": DAPO_LOSS, "sampling": {"dynamic": True}},
-        "greso": {"advantage": {"kind": "grpo"}, "loss": GRPO_LOSS, "sampling": {"prefilter": prefilter(0.0)}},
+        "greso": {"advantage": {"kind": "grpo"}, "loss": GRPO_LOSS, "sampling": {"prefilter": {"prior_weight": 0.0}}},
         "ours": ours,
-        "ours-no-prefilter": {**ours, "sampling": {"auto_group_size": AUTO_N}},
-        "ours-no-autoN": {**ours, "sampling": {"prefilter": prefilter(grader_k)}},
-        "ours-no-zvp": {**ours, "advantage": {"kind": "grpo"}},
-        "ours-no-espo": {**ours, "loss": GRPO_LOSS},
-        "ours-zvp-1.0": {**ours, "advantage": {"kind": "rl_zvp", "alpha": ZVP_CALIBRATED}},
+        "ours-no-prefilter": {**ours, "sampling": {k: v for k, v in samp.items() if k != "prefilter"}},
+        "ours-no-autoN": {**ours, "sampling": {k: v for k, v in samp.items() if k != "auto_group_size"}},
+        "ours+espo": {**ours, "loss": espo},
+        "ours+zvp": {**ours, "advantage": zvp},
+        "ours+espo+zvp": {**ours, "loss": espo, "advantage": zvp},
     }
 
 
-ABLATIONS = ("ours-no-prefilter", "ours-no-autoN", "ours-no-zvp", "ours-no-espo")
-VARIANTS = ("ours-zvp-1.0",)          # ours with another setting (not an ablation)
+ABLATIONS = ("ours-no-prefilter", "ours-no-autoN")
+VARIANTS = ("ours+espo", "ours+zvp", "ours+espo+zvp")        # ours with a part added (the paper's loss, advantage)
 ALL = ("grpo", "dapo", "greso", "ours", *ABLATIONS, *VARIANTS)
+
+
+def uses_grades(sections: dict) -> bool:
+    """Whether a method reads the grader's pass rates: a prefilter whose prior has weight, or a group size
+    chosen from the same beliefs."""
+    samp = sections.get("sampling", {})
+    pre = samp.get("prefilter")
+    return (pre is not None and pre.get("prior_weight", 1.0) > 0) or "auto_group_size" in samp
 
 
 def rl_config(method: dict, *, seed: int, budget: int, max_new_tokens: int, lr: float, mini_batches: int,

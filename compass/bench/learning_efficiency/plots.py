@@ -50,7 +50,7 @@ def run_points(runs: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return out
 
 
-GRPO_ADVANTAGE = ("grpo", "greso", "ours-no-zvp")    # RL-ZVP gives zero-variance groups |A| too: not comparable
+GRPO_ADVANTAGE = ("grpo", "greso", "ours", "ours+espo")    # RL-ZVP gives zero-variance groups |A| too: not comparable
 
 
 def fig3(rows: list[dict], points: dict[str, list[dict]], path: Path, title: str) -> None:

@@ -16,7 +16,7 @@ from compass.rl.sampling.prompt_data import RLPrompt
 class Job:
     regime: str
     method: str
-    seed: int
+    seed: int                       # the RL run's
     sections: dict                  # the method's RLConfig sections (methods.methods())
     settings: dict                  # the regime's shared RL settings (regimes.Regime.rl_settings())
     milestones: tuple[int, ...]
@@ -25,6 +25,7 @@ class Job:
     pool: tuple[RLPrompt, ...] = field(repr=False)
     heldout: tuple[RLPrompt, ...] = field(repr=False)
     groups: dict = field(repr=False)     # held-out prompt id -> label (task/tier)
+    start: int = 0                  # the start's seed (checkpoint is its SFT model)
 
 
 LOGGER = "compass.bench.learning_efficiency"
@@ -82,11 +83,11 @@ def run(job: Job) -> dict:
     # (``for code, n in audit["reasons"]`` in compass/rl/engine.py), so with reasons a second DAPO round
     # generates groups of the wrong size; the bench needs no reasons
     res = train(model, tok, list(job.pool), cfg, score_fn=score, log=logging.getLogger(LOGGER),
-                desc=f"{job.regime}/{job.method}/s{job.seed}", on_step=on_step)
+                desc=f"{job.regime}/{job.method}/start{job.start}/s{job.seed}", on_step=on_step)
     rows = res.metrics
     if rows and (not evals or evals[-1]["tokens"] < rows[-1]["rollout_tokens_total"]):
         held_out(model, rows[-1]["rollout_tokens_total"])      # where the budget stopped it
-    return {"regime": job.regime, "method": job.method, "seed": job.seed, "evals": evals,
+    return {"regime": job.regime, "method": job.method, "start": job.start, "seed": job.seed, "evals": evals,
             "steps": [_step_summary(r) for r in rows], "time_s": time.perf_counter() - t0,
             "eval_time_s": t_eval[0]}
 
@@ -109,14 +110,15 @@ def _init_worker(threads: int) -> None:
     logging.getLogger(LOGGER).setLevel(logging.WARNING)      # the engine's per-step lines: the tables say it
 
 
-def run_all(jobs: Sequence[Job], *, workers: int, threads: int, done: Callable[[Job, dict], None]) -> list[dict]:
-    """Every job, ``workers`` at a time (1: in this process); ``done(job, result)`` as each one finishes.
-    Results come back in the order of ``jobs``."""
+def run_all(jobs: Sequence, *, workers: int, threads: int, done: Callable[[object, dict], None],
+            fn: Callable = run) -> list:
+    """``fn(job)`` for every job (default: :func:`run`), ``workers`` at a time (1: in this process);
+    ``done(job, result)`` as each one finishes. Results come back in the order of ``jobs``."""
     if workers <= 1:
         _init_worker(threads)
         out = []
         for j in jobs:
-            out.append(run(j))
+            out.append(fn(j))
             done(j, out[-1])
         return out
     import multiprocessing as mp
@@ -124,7 +126,7 @@ def run_all(jobs: Sequence[Job], *, workers: int, threads: int, done: Callable[[
     results: list[dict | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
                              initargs=(threads,)) as pool:
-        futures = {pool.submit(run, j): i for i, j in enumerate(jobs)}
+        futures = {pool.submit(fn, j): i for i, j in enumerate(jobs)}
         for f in as_completed(futures):
             i = futures[f]
             results[i] = f.result()

@@ -2,8 +2,14 @@
 
 A run is a list of held-out evaluations ``(rollout tokens, reward)``; curves are read at shared
 token milestones; a method's tokens-to-target is where its curve first reaches the target;
-methods are compared by the ratio of their tokens-to-target, with a paired bootstrap over seeds
-(seed s ran every method, so a resample of seeds is applied to both sides alike).
+methods are compared by the ratio of their tokens-to-target, with a paired bootstrap over starts and
+seeds (start a / seed s ran every method, so a resample is applied to both sides alike).
+
+A *unit* is one (start, seed): the start is the SFT'd model a run begins from, the seed the RL run's.
+Curves are gains over the unit's start (its SFT model's held-out reward), so starts that begin at
+different rewards share one target gain. The bootstrap is two-stage (starts with replacement, then seeds
+with replacement within each start drawn), so its interval covers the variance between starts as well
+as between seeds; with one start it is the plain paired bootstrap over seeds.
 """
 from __future__ import annotations
 
@@ -99,22 +105,43 @@ def ratio_on_mean_curves(num: Sequence[Curve], den: Sequence[Curve], target: flo
     return t_num / t_den if t_den > 0 else None
 
 
+def resample_units(clusters: Sequence[Sequence[int]], rng: random.Random) -> list[int]:
+    """One two-stage bootstrap draw of unit indices: ``len(clusters)`` clusters (starts) with replacement,
+    then, within each cluster drawn, as many of its units (seeds) as it has, with replacement."""
+    out: list[int] = []
+    for _ in clusters:
+        c = clusters[rng.randrange(len(clusters))]
+        out += [c[rng.randrange(len(c))] for _ in c]
+    return out
+
+
+def _clusters(k: int, clusters: Sequence[Sequence[int]] | None) -> list[list[int]]:
+    if clusters is None:
+        return [list(range(k))]
+    flat = sorted(i for c in clusters for i in c)
+    if flat != list(range(k)) or any(not c for c in clusters):
+        raise ValueError(f"clusters must split the {k} units into nonempty parts, each unit once: {clusters}")
+    return [list(c) for c in clusters]
+
+
 def paired_bootstrap_ratio(num: Sequence[Curve], den: Sequence[Curve], target: float, *, n_boot: int = 2000,
-                           level: float = 0.95, seed: int = 0) -> dict:
+                           level: float = 0.95, seed: int = 0,
+                           clusters: Sequence[Sequence[int]] | None = None) -> dict:
     """Ratio of tokens-to-target on the mean curves, ``num`` over ``den``, with a paired bootstrap CI.
 
-    ``num[i]`` and ``den[i]`` are the same seed's curves. Each resample draws seed indices with
-    replacement and applies them to both methods, recomputes both mean curves and the ratio (the target
-    stays fixed). Returns ``ratio`` (on all seeds), ``ci_low``/``ci_high`` (percentile interval at
-    ``level``) and ``n`` (resamples where the ratio was defined).
+    ``num[i]`` and ``den[i]`` are the same unit's (start, seed) curves; ``clusters`` lists the unit
+    indices of each start (None: one start). Each resample draws units with :func:`resample_units` and
+    applies them to both methods, recomputes both mean curves and the ratio (the target stays fixed).
+    Returns ``ratio`` (on all units), ``ci_low``/``ci_high`` (percentile interval at ``level``) and ``n``
+    (resamples where the ratio was defined).
     """
     if len(num) != len(den) or not num:
         raise ValueError("paired_bootstrap_ratio needs the same, nonzero number of seeds on both sides")
     rng = random.Random(seed)
-    k = len(num)
+    parts = _clusters(len(num), clusters)
     ratios = []
     for _ in range(n_boot):
-        idx = [rng.randrange(k) for _ in range(k)]
+        idx = resample_units(parts, rng)
         r = ratio_on_mean_curves([num[i] for i in idx], [den[i] for i in idx], target)
         if r is not None:
             ratios.append(r)
@@ -126,13 +153,18 @@ def paired_bootstrap_ratio(num: Sequence[Curve], den: Sequence[Curve], target: f
 
 
 def paired_bootstrap_delta(num: Sequence[float], den: Sequence[float], *, n_boot: int = 2000, level: float = 0.95,
-                           seed: int = 0) -> dict:
-    """Mean of the per-seed differences ``num[i] - den[i]`` and its paired bootstrap percentile CI."""
+                           seed: int = 0, clusters: Sequence[Sequence[int]] | None = None) -> dict:
+    """Mean of the per-unit differences ``num[i] - den[i]`` and its paired bootstrap percentile CI (units
+    resampled as in :func:`paired_bootstrap_ratio`)."""
     if len(num) != len(den) or not num:
         raise ValueError("paired_bootstrap_delta needs the same, nonzero number of seeds on both sides")
     d = [a - b for a, b in zip(num, den)]
     rng = random.Random(seed)
-    means = [sum(d[rng.randrange(len(d))] for _ in d) / len(d) for _ in range(n_boot)]
+    parts = _clusters(len(d), clusters)
+    means = []
+    for _ in range(n_boot):
+        idx = resample_units(parts, rng)
+        means.append(sum(d[i] for i in idx) / len(idx))
     a = (1.0 - level) / 2
     return {"delta": sum(d) / len(d), "ci_low": percentile(means, a), "ci_high": percentile(means, 1 - a)}
 
@@ -142,3 +174,15 @@ def zero_variance_bound(z: float) -> float:
     groups teach nothing: 1 - z (a saving of at most 1/(1 - z) times), if every such group were skipped for
     free and every other group taught as much as before."""
     return 1.0 - z
+
+
+def informative_ratio_bound(informative_base: float, informative_method: float) -> float | None:
+    """The tokens ratio method/baseline that the informative share alone predicts: when a step's progress
+    comes from its groups with reward spread, a rollout token buys progress in proportion to the share of
+    tokens in such groups, so the method needs ``informative_base / informative_method`` of the baseline's
+    tokens. Both runs take the same steps per token (a skipped prompt is replaced, not paid for), so this is
+    what a skip of a given prediction quality can buy; at perfect prediction it reaches the 1 - z bound of
+    :func:`zero_variance_bound` (in token shares). None when the method has no informative tokens."""
+    if informative_method <= 0:
+        return None
+    return informative_base / informative_method

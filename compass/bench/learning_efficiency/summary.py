@@ -7,9 +7,15 @@ from compass.bench.learning_efficiency import stats
 Z_START_STEPS = 10          # "at the start": GRPO's first steps
 
 
+def unit(run: dict) -> tuple[int, int]:
+    """A run's (start, seed): the pairing key across methods."""
+    return run.get("start", 0), run["seed"]
+
+
 def curve(run: dict, eval0: dict, milestones) -> stats.Curve:
-    """A run's held-out curve at the milestones (the SFT model's evaluation at 0 tokens)."""
-    pts = [(0, eval0["reward"])] + [(e["tokens"], e["reward"]) for e in run["evals"]]
+    """A run's held-out gain over its start (the SFT model's evaluation at 0 tokens), read at the milestones."""
+    base = eval0["reward"]
+    pts = [(0, 0.0)] + [(e["tokens"], e["reward"] - base) for e in run["evals"]]
     return stats.at_milestones(pts, milestones)
 
 
@@ -38,55 +44,91 @@ def train_side(run: dict) -> dict:
     }
 
 
-def summarize(runs: dict[str, list[dict]], eval0: dict, milestones, *, reference: str = "grpo",
+def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, *, reference: str = "grpo",
               n_boot: int = 2000) -> dict:
-    """``runs``: method -> its runs, one per seed (every method ran the same seeds). The target is half the
-    reference method's final gain over the SFT model (its mean curve), the same for every method."""
+    """``runs``: method -> its runs, one per unit (start, seed), every method on the same units; ``eval0s``:
+    start -> its SFT model's held-out evaluation. Curves are gains over each run's start; the target is
+    half the reference method's mean final gain, the same for every method and start. Rewards shown are
+    the starts' mean SFT reward plus the mean gain (the mean reward when every start has as many seeds)."""
     methods = list(runs)
-    seeds = {m: [r["seed"] for r in runs[m]] for m in methods}
-    curves = {m: [curve(r, eval0, milestones) for r in runs[m]] for m in methods}
+    runs = {m: sorted(rs, key=unit) for m, rs in runs.items()}
+    units = {m: [unit(r) for r in runs[m]] for m in methods}
+    curves = {m: [curve(r, eval0s[unit(r)[0]], milestones) for r in runs[m]] for m in methods}
     means = {m: stats.mean_curve(c) for m, c in curves.items()}
     ref = reference if reference in runs else max(methods, key=lambda m: means[m][-1][1])
-    target = stats.target_from_gain(eval0["reward"], means[ref][-1][1])
-    out: dict = {"milestones": list(milestones), "target": target, "reference": ref,
-                 "reward_sft": eval0["reward"], "se_sft": eval0["se"], "by_group_sft": eval0["by_group"],
-                 "methods": {}}
+    starts = sorted({u[0] for m in methods for u in units[m]})
+    ref_units = units[ref]
+    sft = sum(eval0s[a]["reward"] for a, _ in ref_units) / len(ref_units)     # unit-weighted
+    target_gain = stats.target_from_gain(0.0, means[ref][-1][1])
+    groups_sft = _mean_dicts([eval0s[a]["by_group"] for a, _ in ref_units])
+    out: dict = {"milestones": list(milestones), "target": sft + target_gain, "target_gain": target_gain,
+                 "reference": ref, "reward_sft": sft,
+                 "se_sft": sum(eval0s[a]["se"] for a in starts) / len(starts) / len(starts) ** 0.5,
+                 "by_group_sft": groups_sft, "starts": starts, "methods": {},
+                 "per_start": {a: {"reward_sft": eval0s[a]["reward"], "se_sft": eval0s[a]["se"],
+                                   "by_group_sft": eval0s[a]["by_group"], "methods": {}} for a in starts}}
     for m in methods:
-        finals = [c[-1][1] for c in curves[m]]
-        per_seed = [stats.tokens_to_target(c, target) for c in curves[m]]
+        finals = [sft + c[-1][1] for c in curves[m]]
+        per_unit = [stats.tokens_to_target(c, target_gain) for c in curves[m]]
         side = [train_side(r) for r in runs[m]]
-        last_groups = [r["evals"][-1]["by_group"] if r["evals"] else eval0["by_group"] for r in runs[m]]
+        last_groups = [r["evals"][-1]["by_group"] if r["evals"] else eval0s[unit(r)[0]]["by_group"]
+                       for r in runs[m]]
         out["methods"][m] = {
-            "seeds": seeds[m],
-            "mean_curve": means[m],
+            "units": units[m], "seeds": sorted({s for _, s in units[m]}),
+            "mean_curve": [(t, sft + g) for t, g in means[m]],
+            "mean_gain_curve": means[m],
             "std_curve": [stats.mean_std([c[i][1] for c in curves[m]])[1] for i in range(len(milestones))],
-            "final": stats.mean_std(finals), "finals": finals,
-            "final_by_group": {g: sum(x[g] for x in last_groups) / len(last_groups) for g in last_groups[0]},
-            "to_target": stats.tokens_to_target(means[m], target),
-            "to_target_per_seed": per_seed,
+            "final": stats.mean_std(finals), "finals": finals, "final_gain": means[m][-1][1],
+            "final_by_group": _mean_dicts(last_groups),
+            "to_target": stats.tokens_to_target(means[m], target_gain),
+            "to_target_per_seed": per_unit,
             "se_eval": sum(e["se"] for r in runs[m] for e in r["evals"]) / max(1, sum(len(r["evals"])
                                                                                        for r in runs[m])),
             **{k: sum(x[k] for x in side) / len(side) for k in side[0]},
         }
+        for a in starts:
+            idx = [i for i, u in enumerate(units[m]) if u[0] == a]
+            if idx:
+                mc = stats.mean_curve([curves[m][i] for i in idx])
+                out["per_start"][a]["methods"][m] = {"final_gain": mc[-1][1],
+                                                     "to_target": stats.tokens_to_target(mc, target_gain)}
     for base in ("grpo", "dapo"):
         if base not in runs:
             continue
         for m in methods:
             if m == base:
                 continue
-            common = [s for s in seeds[m] if s in seeds[base]]
-            num = [curves[m][seeds[m].index(s)] for s in common]
-            den = [curves[base][seeds[base].index(s)] for s in common]
+            common = [u for u in units[m] if u in units[base]]
             if not common:
                 continue
-            boot = stats.paired_bootstrap_ratio(num, den, target, n_boot=n_boot)
-            seed_ratios = [a / b if b > 0 else None for (a, _), (b, _) in
-                           zip((stats.tokens_to_target(c, target) for c in num),
-                               (stats.tokens_to_target(c, target) for c in den))]
-            delta = stats.paired_bootstrap_delta([c[-1][1] for c in num], [c[-1][1] for c in den], n_boot=n_boot)
-            out["methods"][m][f"vs_{base}"] = {**boot, "per_seed": seed_ratios, "final_delta": delta}
+            num = [curves[m][units[m].index(u)] for u in common]
+            den = [curves[base][units[base].index(u)] for u in common]
+            by_start = {a: [i for i, u in enumerate(common) if u[0] == a] for a in starts}
+            by_start = {a: c for a, c in by_start.items() if c}
+            clusters = list(by_start.values())
+            boot = stats.paired_bootstrap_ratio(num, den, target_gain, n_boot=n_boot, clusters=clusters)
+            unit_ratios = [a / b if b > 0 else None for (a, _), (b, _) in
+                           zip((stats.tokens_to_target(c, target_gain) for c in num),
+                               (stats.tokens_to_target(c, target_gain) for c in den))]
+            delta = stats.paired_bootstrap_delta([c[-1][1] for c in num], [c[-1][1] for c in den], n_boot=n_boot,
+                                                 clusters=clusters)
+            bound = stats.informative_ratio_bound(out["methods"][base]["informative_tokens"],
+                                                  out["methods"][m]["informative_tokens"])
+            out["methods"][m][f"vs_{base}"] = {**boot, "per_seed": unit_ratios, "final_delta": delta,
+                                               "informative_bound": bound}
+            if base == "grpo":
+                for a, c in by_start.items():
+                    sb = stats.paired_bootstrap_ratio([num[i] for i in c], [den[i] for i in c], target_gain,
+                                                      n_boot=n_boot)
+                    out["per_start"][a]["methods"][m]["vs_grpo"] = sb
     if "grpo" in runs:
         g = out["methods"]["grpo"]
         out["z_grpo"], out["z_grpo_start"] = g["zero_variance"], g["zero_variance_start"]
         out["bound_ratio"] = stats.zero_variance_bound(g["zero_variance"])
+        out["gain_over_se"] = g["final_gain"] / g["se_eval"] if g["se_eval"] > 0 else None
     return out
+
+
+def _mean_dicts(ds: list[dict]) -> dict:
+    """Key-wise mean of dicts with the same keys (the first one's)."""
+    return {k: sum(d[k] for d in ds) / len(ds) for k in ds[0]} if ds else {}

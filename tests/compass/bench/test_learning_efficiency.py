@@ -78,6 +78,44 @@ def test_paired_bootstrap_pairs_the_seeds():
         stats.paired_bootstrap_ratio([DEN], [DEN, DEN], 0.5)
 
 
+def test_resample_units_draws_starts_then_seeds_within_them():
+    import random
+    clusters = [[0, 1, 2], [3, 4, 5]]
+    rng = random.Random(0)
+    seen_mixed_start = False
+    for _ in range(300):
+        idx = stats.resample_units(clusters, rng)
+        assert len(idx) == 6
+        for part in (idx[:3], idx[3:]):           # each block of a draw comes from one start
+            assert all(i in clusters[0] for i in part) or all(i in clusters[1] for i in part)
+        seen_mixed_start |= (idx[0] in clusters[0]) != (idx[3] in clusters[0])
+    assert seen_mixed_start
+    with pytest.raises(ValueError, match="each unit once"):
+        stats.paired_bootstrap_ratio([DEN, DEN], [DEN, DEN], 0.5, clusters=[[0], [0]])
+
+
+def test_the_bootstrap_over_starts_covers_a_start_that_disagrees():
+    # start A: the method halves the tokens on both seeds; start B: no saving on both. Seeds within a start
+    # agree, so a seeds-only bootstrap within the pooled runs looks tighter than the truth across starts.
+    ms = [0, 50, 100, 200, 400]
+    half = stats.at_milestones([(0, 0.0), (50, 0.5), (100, 1.0), (200, 1.0)], ms)
+    den = stats.at_milestones([(0, 0.0), (100, 0.5), (200, 1.0), (400, 1.0)], ms)
+    num, base = [half, half, den, den], [den, den, den, den]
+    by_start = stats.paired_bootstrap_ratio(num, base, 0.5, n_boot=2000, clusters=[[0, 1], [2, 3]])
+    assert by_start["ratio"] == pytest.approx(2 / 3)
+    assert by_start["ci_low"] == pytest.approx(0.5) and by_start["ci_high"] == pytest.approx(1.0)
+    # each start alone: no spread at all
+    assert stats.paired_bootstrap_ratio(num[:2], base[:2], 0.5, n_boot=200)["ci_high"] == pytest.approx(0.5)
+    d = stats.paired_bootstrap_delta([0.6, 0.6, 0.5, 0.5], [0.5] * 4, n_boot=2000, clusters=[[0, 1], [2, 3]])
+    assert d["delta"] == pytest.approx(0.05) and d["ci_low"] == pytest.approx(0.0) and d["ci_high"] == pytest.approx(0.1)
+
+
+def test_informative_ratio_bound():
+    assert stats.informative_ratio_bound(0.36, 0.48) == pytest.approx(0.75)
+    assert stats.informative_ratio_bound(0.4, 1.0) == pytest.approx(stats.zero_variance_bound(0.6))
+    assert stats.informative_ratio_bound(0.4, 0.0) is None
+
+
 def test_paired_bootstrap_delta_and_bound():
     out = stats.paired_bootstrap_delta([0.5, 0.7], [0.4, 0.6], n_boot=300)
     assert out["delta"] == pytest.approx(0.1) and out["ci_low"] == pytest.approx(0.1)
@@ -102,12 +140,12 @@ def test_fig3_maths_by_hand():
     assert rows[1]["zero_variance"] is None and 0 < rows[1]["belief_zero_variance"] < 1   # n > k: beliefs only
 
 
-def _run(seed, evals, groups=8, zv=4, size=8, skipped=0):
+def _run(seed, evals, groups=8, zv=4, size=8, skipped=0, start=0):
     steps = [{"rollout_tokens_total": 100 * (i + 1), "tokens": 100, "groups": groups, "groups_kept": groups,
               "zero_variance_all_pass": 0, "zero_variance_all_fail": zv, "prompts_skipped": skipped,
               "group_size": size, "informative_token_share": 1 - zv / groups, "adv_abs_token_mean": 0.5,
               "updated": 1.0} for i in range(2)]
-    return {"seed": seed, "evals": [{"tokens": t, "reward": r, "se": 0.01, "by_group": {"a": r}} for t, r in evals],
+    return {"start": start, "seed": seed, "evals": [{"tokens": t, "reward": r, "se": 0.01, "by_group": {"a": r}} for t, r in evals],
             "steps": steps, "time_s": 1.0, "eval_time_s": 0.5}
 
 
@@ -116,14 +154,64 @@ def test_summarize_on_hand_made_runs():
     runs = {"grpo": [_run(0, [(100, 0.4), (200, 0.6)]), _run(1, [(100, 0.4), (200, 0.6)])],
             "ours": [_run(0, [(100, 0.6), (200, 0.6)], zv=0, skipped=8),
                      _run(1, [(100, 0.6), (200, 0.6)], zv=0, skipped=8)]}
-    s = summarize(runs, eval0, [0, 100, 200], n_boot=100)
+    s = summarize(runs, {0: eval0}, [0, 100, 200], n_boot=100)
     assert s["target"] == pytest.approx(0.4)                     # half grpo's gain 0.2 -> 0.6
+    assert s["target_gain"] == pytest.approx(0.2)
     assert s["methods"]["grpo"]["to_target"] == (pytest.approx(100), True)
     assert s["methods"]["ours"]["to_target"] == (pytest.approx(50), True)
     assert s["methods"]["ours"]["vs_grpo"]["ratio"] == pytest.approx(0.5)
     assert s["methods"]["ours"]["vs_grpo"]["final_delta"]["delta"] == pytest.approx(0.0)
     assert s["z_grpo"] == pytest.approx(0.5) and s["bound_ratio"] == pytest.approx(0.5)
     assert s["methods"]["ours"]["zero_variance"] == 0 and s["methods"]["ours"]["skipped"] == pytest.approx(0.5)
+    # informative shares 0.5 (grpo) and 1.0 (ours): the shares alone predict half the tokens
+    assert s["methods"]["ours"]["vs_grpo"]["informative_bound"] == pytest.approx(0.5)
+
+
+def test_summarize_reads_each_start_from_its_own_sft_reward():
+    # two starts 0.1 apart; on each, grpo gains 0.2 by 200 tokens and ours gets there twice as fast on start 0
+    # and as fast on start 1: the target is a gain (+0.1), not a reward, so neither start is favoured
+    eval0s = {0: {"reward": 0.2, "se": 0.01, "by_group": {"a": 0.2}},
+              1: {"reward": 0.3, "se": 0.01, "by_group": {"a": 0.3}}}
+    runs = {"grpo": [_run(s, [(100, b + 0.1), (200, b + 0.2)], start=a)
+                     for a, b in ((0, 0.2), (1, 0.3)) for s in (0, 1)],
+            "ours": [_run(s, [(100, b + (0.2 if a == 0 else 0.1)), (200, b + 0.2)], start=a)
+                     for a, b in ((0, 0.2), (1, 0.3)) for s in (0, 1)]}
+    s = summarize(runs, eval0s, [0, 100, 200], n_boot=500)
+    assert s["reward_sft"] == pytest.approx(0.25) and s["target_gain"] == pytest.approx(0.1)
+    assert s["methods"]["grpo"]["final"][0] == pytest.approx(0.45) and s["methods"]["grpo"]["final_gain"] == pytest.approx(0.2)
+    assert s["methods"]["grpo"]["to_target"] == (pytest.approx(100), True)
+    assert s["methods"]["ours"]["to_target"] == (pytest.approx(200 / 3), True)   # mean gain 0.15 at 100
+    ps = s["per_start"]
+    assert ps[0]["methods"]["ours"]["vs_grpo"]["ratio"] == pytest.approx(0.5)
+    assert ps[1]["methods"]["ours"]["vs_grpo"]["ratio"] == pytest.approx(1.0)
+    v = s["methods"]["ours"]["vs_grpo"]
+    assert v["ci_low"] == pytest.approx(0.5) and v["ci_high"] == pytest.approx(1.0)   # the starts disagree
+    assert s["methods"]["ours"]["units"] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert s["gain_over_se"] == pytest.approx(20.0)
+
+
+def test_ours_is_the_reasoning_rl_stage_as_shipped(tmp_path: Path):
+    import yaml
+    from compass.bench.learning_efficiency.methods import methods, uses_grades
+    from compass.dag.pipeline_yaml import EMBEDDED_DEFAULT
+    stage = yaml.safe_load(EMBEDDED_DEFAULT.read_text())["reasoning_rl"]
+    table = methods(8)
+    assert table["ours"]["advantage"] == stage["advantage"] and table["ours"]["loss"] == stage["loss"]
+    assert table["ours"]["sampling"] == {k: v for k, v in stage["sampling"].items()
+                                         if k in ("prefilter", "auto_group_size", "dynamic")}
+    assert table["ours+espo+zvp"]["loss"] == {"kind": "espo"} and table["ours+espo+zvp"]["advantage"]["kind"] == "rl_zvp"
+    assert "prefilter" not in table["ours-no-prefilter"]["sampling"]
+    assert "auto_group_size" not in table["ours-no-autoN"]["sampling"]
+    assert uses_grades(table["ours"]) and not uses_grades(table["greso"]) and not uses_grades(table["grpo"])
+    # another config's stage is what gets measured
+    cfg = tmp_path / "p.yaml"
+    cfg.write_text(yaml.safe_dump({"reasoning_rl": {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"},
+                                                    "sampling": {"prompts_per_step": 4, "dynamic": True}}}))
+    ours = methods(8, cfg)["ours"]
+    assert ours == {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"}, "sampling": {"dynamic": True}}
+    cfg.write_text("sft: {}\n")
+    with pytest.raises(ValueError, match="no 'reasoning_rl' section"):
+        methods(8, cfg)
 
 
 def test_regime_milestones_and_overrides():
@@ -139,12 +227,15 @@ def test_learning_efficiency_quick_run(tmp_path: Path, capsys):
     out, _ = bench_here("learning-efficiency", ["--quick", "--jobs", "1", "--cache", str(tmp_path / "cache"),
                                                 "--out", str(tmp_path / "out")], capsys)
     assert out["bench"] == "learning-efficiency" and out["regime"] == "paper"
+    assert out["starts"] == 2 and out["seeds"] == 1
     assert set(out["final"]) == {"grpo", "dapo", "greso", "ours", "ours-no-prefilter", "ours-no-autoN",
-                                 "ours-no-zvp", "ours-no-espo", "ours-zvp-1.0"}
+                                 "ours+espo", "ours+zvp", "ours+espo+zvp"}
     for key in ("tokens_ratio_vs_grpo", "tokens_ratio_vs_grpo_ci_high", "tokens_ratio_vs_dapo",
-                "final_reward_delta_vs_grpo", "residual_zero_variance", "z_grpo", "tokens_ratio_vs_grpo_ours-no-espo",
-                "tokens_ratio_vs_grpo_ours-zvp-1.0", "lowz"):
+                "final_reward_delta_vs_grpo", "residual_zero_variance", "z_grpo", "tokens_ratio_vs_grpo_ours+espo",
+                "tokens_ratio_vs_grpo_ours+espo+zvp_ci", "informative_bound_vs_grpo", "tokens_ratio_vs_grpo_per_start",
+                "gain_over_se", "lowz"):
         assert key in out
+    assert set(out["tokens_ratio_vs_grpo_per_start"]) == {"0", "1"}
     assert "z_grpo" in out["lowz"] and "tokens_ratio_vs_grpo" in out["lowz"]
     for name in ("curves_paper.png", "fig3_paper.png", "runs_paper.json", "curves_lowz.png", "fig3_lowz.png"):
         assert (tmp_path / "out" / name).exists(), name
