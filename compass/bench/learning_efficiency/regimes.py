@@ -1,17 +1,22 @@
 """The two regimes every method runs in: their RL pool, held-out set and shared RL settings.
 
-- ``paper``: the paper's setting for zero-variance elimination. Binary rewards only (arithmetic),
-  a pool that mixes an easy tier the SFT model mostly solves with hard tiers it mostly fails (a bimodal
-  pass-rate distribution, so GRPO's zero-variance share z is >= 0.5 at the start), 4 optimizer steps per
-  rollout batch (the clip ranges act). Held out: the world's held-out arithmetic prompts of the same tiers.
-- ``lowz``: the bench's earlier setting: a seeded sample of the world's RL prompts (arithmetic of every
-  tier + ifeval's partial credit), one optimizer step per batch, z ~ 0.4; the pool is sized so that the
-  budget covers it about twice, as before (500 prompts for 300k tokens then, 200 for 80k now).
+- ``paper``: the paper's setting for zero-variance elimination, where RL also teaches. Binary rewards only
+  (arithmetic); a pool of three tiers: level 2, which the SFT model mostly solves (the all-pass mass),
+  level 3, the learnable middle (grader pass rate ~0.35, a third of its groups zero-variance at N = 8;
+  GRPO moves its held-out reward ~+0.1 within the budget), and level 5, which it mostly fails (the
+  all-fail mass, ~0.05, dead for every method); level 5 weighs 1.5 in the pool so that GRPO's
+  zero-variance share z is >= 0.5. 4 optimizer steps per rollout batch (the clip ranges act). Held out:
+  the world's held-out arithmetic prompts of the same tiers, equally many per tier.
+- ``lowz``: the control: a seeded sample of the world's RL prompts (arithmetic of every tier + ifeval's
+  partial credit), one optimizer step per batch, z ~ 0.4, where the skip has little to take.
 
-The pools are the world's RL prompts (no prompt is in SFT or held out); the SFT model solves no level-1
-item there (the world's level-1 space is used up by the held-out and SFT items), so the easy tier is
-level 2 (grader pass rate 0.73, a third of its prompts 8/8) and the hard one level 5 (0.05, three
-quarters 0/8).
+Why these tiers (measured on start 0, one GRPO seed each, before the regime was fixed): levels 2 + 5 alone
+(the former regime) moved held-out reward +0.02 (level 5 stays at ~0.05, level 2 near its ceiling);
+lr 2e-4 or 1e-4 instead of 5e-5 made it worse or no better; levels 2 + 3 + 5 at 5e-5 moved it +0.03 and
++0.06 on two seeds, the gain on level 3.
+
+The pools are the world's RL prompts (no prompt is in SFT or held out); the world has no level-1 RL
+prompt (its level-1 space is used up by the held-out and SFT items), so the easy tier is level 2.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ class Regime:
     description: str
     tasks: tuple[str, ...]               # suites in the pool and the held-out set
     tiers: tuple[int, ...] | None        # arithmetic difficulty levels in both (None: every level, as drawn)
-    pool: int                            # RL prompts (a seeded sample; equal per tier when tiers are set)
+    pool: int                            # RL prompts (a seeded sample; split across tiers by tier_weights)
     heldout: dict                        # task -> held-out prompts (the first ones of the allowed tiers)
     budget: int                          # rollout tokens per run
     milestones: int                      # held-out evaluations per run, at budget * (i / milestones)^spacing
@@ -39,6 +44,7 @@ class Regime:
     max_new_tokens: int = 48
     lr: float = 5e-5
     spacing: float = 2.0                 # > 1: milestones denser early, where the curves are steep
+    tier_weights: tuple[float, ...] | None = None   # the pool's share of each tier (None: equal); held out stays equal
 
     def rl_settings(self) -> dict:
         return {"budget": self.budget, "max_new_tokens": self.max_new_tokens, "lr": self.lr,
@@ -60,15 +66,22 @@ class Regime:
                 clean[key] = tuple(value.split(","))
             elif key == "tiers":
                 clean[key] = None if value in ("", "all", "none") else tuple(int(x) for x in value.split(","))
+            elif key == "tier_weights":
+                clean[key] = None if value in ("", "none") else tuple(float(x) for x in value.split(","))
             else:
                 clean[key] = type(getattr(self, key))(value)
-        return dataclasses.replace(self, **clean)
+        out = dataclasses.replace(self, **clean)
+        if out.tier_weights is not None and (out.tiers is None or len(out.tier_weights) != len(out.tiers)):
+            raise ValueError(f"regime {self.name}: tier_weights {out.tier_weights} needs one weight per tier "
+                             f"(tiers {out.tiers})")
+        return out
 
 
 REGIMES = {
-    "paper": Regime("paper", "binary rewards, a bimodal pass-rate pool, 4 updates per rollout batch",
-                    tasks=("arithmetic",), tiers=(2, 5), pool=200,
-                    heldout={"arithmetic": 160}, budget=80_000, milestones=5, eval_samples=8, mini_batches=4),
+    "paper": Regime("paper", "binary rewards; an easy, a learnable middle and a hard tier (z >= 0.5); "
+                             "4 updates per rollout batch",
+                    tasks=("arithmetic",), tiers=(2, 3, 5), tier_weights=(1.0, 1.0, 1.5), pool=210,
+                    heldout={"arithmetic": 180}, budget=80_000, milestones=5, eval_samples=8, mini_batches=4),
     "lowz": Regime("lowz", "the earlier setting: arithmetic + ifeval partial credit, 1 update per batch",
                    tasks=("arithmetic", "ifeval"), tiers=None, pool=200,
                    heldout={"arithmetic": 200, "ifeval": 50}, budget=80_000, milestones=5, eval_samples=4),
@@ -100,11 +113,11 @@ def pool(regime: Regime, world) -> list[RLPrompt]:
     rng = random.Random(0)
     if regime.tiers is None:
         return rng.sample(cands, regime.pool) if 0 < regime.pool < len(cands) else cands
-    per_tier = regime.pool // len(regime.tiers)
+    w = regime.tier_weights or (1.0,) * len(regime.tiers)
     out = []
-    for t in regime.tiers:
+    for t, wt in zip(regime.tiers, w):
         tier = [p for p in cands if level[p.id] == t]
-        out += rng.sample(tier, min(per_tier, len(tier)))
+        out += rng.sample(tier, min(round(regime.pool * wt / sum(w)), len(tier)))
     rng.shuffle(out)
     return out
 

@@ -186,3 +186,19 @@ def informative_ratio_bound(informative_base: float, informative_method: float) 
     if informative_method <= 0:
         return None
     return informative_base / informative_method
+
+
+def bootstrap_se(values: Sequence[float], *, clusters: Sequence[Sequence[int]] | None = None, n_boot: int = 2000,
+                 seed: int = 0) -> float:
+    """Standard error of the mean of ``values`` (one per unit) by the two-stage bootstrap of
+    :func:`resample_units`: the standard deviation of the resampled means. With starts as clusters it
+    counts the spread between starts (their SFT evaluations included) as well as between seeds."""
+    if not values:
+        raise ValueError("bootstrap_se of nothing")
+    rng = random.Random(seed)
+    parts = _clusters(len(values), clusters)
+    means = []
+    for _ in range(n_boot):
+        idx = resample_units(parts, rng)
+        means.append(sum(values[i] for i in idx) / len(idx))
+    return math.sqrt(var(means))

@@ -126,6 +126,11 @@ def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, 
         out["z_grpo"], out["z_grpo_start"] = g["zero_variance"], g["zero_variance_start"]
         out["bound_ratio"] = stats.zero_variance_bound(g["zero_variance"])
         out["gain_over_se"] = g["final_gain"] / g["se_eval"] if g["se_eval"] > 0 else None
+        # the standard error of the milestone itself: GRPO's mean final gain over its runs, two-stage bootstrap
+        gains = [c[-1][1] for c in curves["grpo"]]
+        parts = [[i for i, u in enumerate(units["grpo"]) if u[0] == a] for a in starts]
+        out["se_gain"] = stats.bootstrap_se(gains, clusters=[c for c in parts if c], n_boot=n_boot)
+        out["gain_over_se_milestone"] = g["final_gain"] / out["se_gain"] if out["se_gain"] > 1e-9 else None
     return out
 
 

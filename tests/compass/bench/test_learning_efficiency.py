@@ -110,6 +110,17 @@ def test_the_bootstrap_over_starts_covers_a_start_that_disagrees():
     assert d["delta"] == pytest.approx(0.05) and d["ci_low"] == pytest.approx(0.0) and d["ci_high"] == pytest.approx(0.1)
 
 
+def test_bootstrap_se_counts_the_spread_between_starts():
+    same = stats.bootstrap_se([0.1, 0.1, 0.3, 0.3], clusters=[[0, 1], [2, 3]], n_boot=4000)
+    # two starts 0.2 apart, seeds identical within each: the mean of a resample is 0.1, 0.2 or 0.3 with
+    # chances 1/4, 1/2, 1/4 -> sd 0.1/sqrt(2)
+    assert same == pytest.approx(0.1 / math.sqrt(2), rel=0.05)
+    # the same values with the spread inside each start: four independent draws, sd 0.1/2
+    assert stats.bootstrap_se([0.1, 0.1, 0.3, 0.3], clusters=[[0, 2], [1, 3]], n_boot=4000) == pytest.approx(
+        0.05, rel=0.05)
+    assert stats.bootstrap_se([0.2] * 5) == pytest.approx(0, abs=1e-12)
+
+
 def test_informative_ratio_bound():
     assert stats.informative_ratio_bound(0.36, 0.48) == pytest.approx(0.75)
     assert stats.informative_ratio_bound(0.4, 1.0) == pytest.approx(stats.zero_variance_bound(0.6))
@@ -188,6 +199,7 @@ def test_summarize_reads_each_start_from_its_own_sft_reward():
     assert v["ci_low"] == pytest.approx(0.5) and v["ci_high"] == pytest.approx(1.0)   # the starts disagree
     assert s["methods"]["ours"]["units"] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert s["gain_over_se"] == pytest.approx(20.0)
+    assert s["se_gain"] == pytest.approx(0, abs=1e-12) and s["gain_over_se_milestone"] is None   # every grpo run gained exactly 0.2
 
 
 def test_ours_is_the_reasoning_rl_stage_as_shipped(tmp_path: Path):
@@ -233,7 +245,7 @@ def test_learning_efficiency_quick_run(tmp_path: Path, capsys):
     for key in ("tokens_ratio_vs_grpo", "tokens_ratio_vs_grpo_ci_high", "tokens_ratio_vs_dapo",
                 "final_reward_delta_vs_grpo", "residual_zero_variance", "z_grpo", "tokens_ratio_vs_grpo_ours+espo",
                 "tokens_ratio_vs_grpo_ours+espo+zvp_ci", "informative_bound_vs_grpo", "tokens_ratio_vs_grpo_per_start",
-                "gain_over_se", "lowz"):
+                "gain_over_se_milestone", "gain_over_se_eval", "lowz"):
         assert key in out
     assert set(out["tokens_ratio_vs_grpo_per_start"]) == {"0", "1"}
     assert "z_grpo" in out["lowz"] and "tokens_ratio_vs_grpo" in out["lowz"]
