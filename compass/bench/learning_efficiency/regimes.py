@@ -70,6 +70,8 @@ class Regime:
                 clean[key] = None if value in ("", "none") else tuple(float(x) for x in value.split(","))
             else:
                 clean[key] = type(getattr(self, key))(value)
+        if "tiers" in clean and "tier_weights" not in clean:
+            clean["tier_weights"] = None            # new tiers, equal shares unless weights are given too
         out = dataclasses.replace(self, **clean)
         if out.tier_weights is not None and (out.tiers is None or len(out.tier_weights) != len(out.tiers)):
             raise ValueError(f"regime {self.name}: tier_weights {out.tier_weights} needs one weight per tier "

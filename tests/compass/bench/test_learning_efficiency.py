@@ -230,6 +230,10 @@ def test_regime_milestones_and_overrides():
     r = REGIMES["paper"].with_overrides({"budget": "1000", "milestones": "4", "tiers": "1,5", "spacing": "1.5"})
     assert r.milestone_tokens() == (0, 125, 354, 650, 1000)
     assert r.tiers == (1, 5) and r.rl_settings()["budget"] == 1000
+    assert r.tier_weights is None                                   # new tiers: equal shares
+    assert REGIMES["paper"].with_overrides({"tiers": "2,5", "tier_weights": "1,3"}).tier_weights == (1.0, 3.0)
+    with pytest.raises(ValueError, match="one weight per tier"):
+        REGIMES["paper"].with_overrides({"tier_weights": "1,2"})
     with pytest.raises(ValueError, match="cannot set"):
         REGIMES["paper"].with_overrides({"nonsense": "1"})
 
