@@ -6,7 +6,8 @@ stage's ``advantage``, ``loss`` and zero-variance sampling (``prefilter``, ``aut
 the embedded default ``configs/tiny.yaml``, so the bench measures the method the RL stages run and follows
 it when the config changes. On top of it: ``ours+espo`` (ESPO's loss, α 0.1), ``ours+zvp`` (RL-ZVP's
 advantage, α 0.1) and ``ours+espo+zvp`` (both: the paper's whole method); ``ours-no-prefilter`` and
-``ours-no-autoN`` take one part of the shipped sampling away.
+``ours-no-autoN`` take one part of the shipped sampling away; ``grpo-n4`` is GRPO with groups of 4, the
+size the measured N mostly picks (is a saving only the smaller groups?).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ GRPO_LOSS = {"kind": "ppo_clip_token_mean", "clip_eps": 0.2}
 DAPO_LOSS = {"kind": "ppo_clip_token_mean", "clip_eps": 0.2, "clip_eps_high": 0.28}
 SAMPLING_KEYS = ("prefilter", "auto_group_size", "dynamic")     # the method's part of ``sampling``
 STAGE = "reasoning_rl"
+SMALL_N = 4                   # grpo-n4's group size: the smallest of the shipped auto_group_size candidates
 
 
 def shipped(config: str | Path | None = None) -> dict:
@@ -49,12 +51,14 @@ def methods(grader_k: int, config: str | Path | None = None) -> dict[str, dict]:
         "ours+espo": {**ours, "loss": espo},
         "ours+zvp": {**ours, "advantage": zvp},
         "ours+espo+zvp": {**ours, "loss": espo, "advantage": zvp},
+        "grpo-n4": {"advantage": {"kind": "grpo"}, "loss": GRPO_LOSS, "sampling": {"group_size": SMALL_N}},
     }
 
 
 ABLATIONS = ("ours-no-prefilter", "ours-no-autoN")
 VARIANTS = ("ours+espo", "ours+zvp", "ours+espo+zvp")        # ours with a part added (the paper's loss, advantage)
-ALL = ("grpo", "dapo", "greso", "ours", *ABLATIONS, *VARIANTS)
+CONTROLS = ("grpo-n4",)       # grpo at the small N the measured N mostly picks: is the saving just smaller groups?
+ALL = ("grpo", "dapo", "greso", "ours", *ABLATIONS, *VARIANTS, *CONTROLS)
 
 
 def uses_grades(sections: dict) -> bool:

@@ -1,7 +1,7 @@
 """The readable tables of one regime and the headline JSON of the bench."""
 from __future__ import annotations
 
-from compass.bench.learning_efficiency.methods import ABLATIONS, VARIANTS
+from compass.bench.learning_efficiency.methods import ABLATIONS, CONTROLS, VARIANTS
 
 GAIN_OVER_SE_WANTED = 5.0       # issue 29: GRPO's held-out gain at least 5 standard errors of one evaluation
 
@@ -21,8 +21,8 @@ def _saving(ratio: float) -> str:
     return f"{1 / ratio:.2f}x" if ratio > 0 else "unbounded"
 
 
-def _bound(v: dict | None) -> str:
-    b = (v or {}).get("informative_bound")
+def _bound(v: dict | None, key: str = "predicted") -> str:
+    b = (v or {}).get(key)
     return "—" if b is None else f"{b:.2f}"
 
 
@@ -66,11 +66,12 @@ def tables(s: dict, setup: dict) -> str:
         lines.append(f"GRPO zero-variance share z = {s['z_grpo']:.2f} over the run, {s['z_grpo_start']:.2f} in its "
                      f"first steps: skipping every zero-variance group for free could at best give a tokens ratio "
                      f"of 1 - z = {s['bound_ratio']:.2f} (a saving of 1/(1-z) = {_saving(s['bound_ratio'])})"
-                     + (f"; ours measured {ours['ratio']:.2f} (saving {_saving(ours['ratio'])}); its informative "
-                        f"token share against grpo's predicts {_bound(ours)}"
+                     + (f"; ours measured {ours['ratio']:.2f} (saving {_saving(ours['ratio'])}). Predicted from "
+                        f"ours' informative token share alone (the same steps per token): "
+                        f"{_bound(ours, 'informative_bound')}; with its steps per token too: {_bound(ours)}"
                         if ours and ours.get("ratio") else ""))
     head = (f"{'method':<18} {'final ± std':>13} {'Δ vs grpo [95% CI]':>22} {'to target':>10} "
-            f"{'vs grpo [95% CI]':>18} {'bound':>5} {'vs dapo [95% CI]':>18} {'zero-var':>8} {'pass/fail':>9} {'skipped':>7} "
+            f"{'vs grpo [95% CI]':>18} {'pred.':>5} {'vs dapo [95% CI]':>18} {'zero-var':>8} {'pass/fail':>9} {'skipped':>7} "
             f"{'dropped':>7} {'N':>5} {'inform.':>7} {'steps':>5} {'time s':>6}")
     lines += ["", head, "-" * len(head)]
     for m, v in M.items():
@@ -85,8 +86,8 @@ def tables(s: dict, setup: dict) -> str:
                      f"{v['steps']:>5.0f} {v['time_s']:>6.0f}")
     lines.append("(to target: rollout tokens where the mean curve over starts and seeds reaches the target, * never: "
                  "the budget; ratios: tokens to target over the baseline's, paired two-stage bootstrap over starts "
-                 "and seeds; bound: the ratio the informative token shares alone predict, grpo's over the "
-                 "method's (stats.informative_ratio_bound); zero-var: share of "
+                 "and seeds; pred.: the ratio to grpo predicted by informative token share x steps per token "
+                 "(stats.predicted_ratio; not for methods that drop groups); zero-var: share of "
                  "generated groups; skipped: share of drawn prompts skipped before rollout; dropped: generated "
                  "groups left out of the update; N: mean group size; inform.: share of rollout tokens in groups "
                  "with reward spread)")
@@ -153,6 +154,7 @@ def headline(s: dict, setup: dict) -> dict:
                    final_reward_delta_vs_grpo=_r(v["final_delta"]["delta"], 4),
                    final_reward_delta_vs_grpo_ci_low=_r(v["final_delta"]["ci_low"], 4))
         out["informative_bound_vs_grpo"] = _r(v.get("informative_bound"))
+        out["predicted_ratio_vs_grpo"] = _r(v.get("predicted"))
         out["tokens_ratio_vs_grpo_per_start"] = {str(a): _r(ps["methods"]["ours"]["vs_grpo"]["ratio"])
                                                  for a, ps in s["per_start"].items()
                                                  if "vs_grpo" in ps["methods"].get("ours", {})}
@@ -165,7 +167,7 @@ def headline(s: dict, setup: dict) -> dict:
                    tokens_ratio_vs_dapo_ci_high=_r(ours["vs_dapo"]["ci_high"]))
     if ours:
         out["residual_zero_variance"] = _r(ours["zero_variance"])
-    for m in ("dapo", "greso", *ABLATIONS, *VARIANTS):
+    for m in ("dapo", "greso", *ABLATIONS, *VARIANTS, *CONTROLS):
         if "vs_grpo" in M.get(m, {}):
             v = M[m]["vs_grpo"]
             out[f"tokens_ratio_vs_grpo_{m}"] = _r(v["ratio"])

@@ -202,3 +202,16 @@ def bootstrap_se(values: Sequence[float], *, clusters: Sequence[Sequence[int]] |
         idx = resample_units(parts, rng)
         means.append(sum(values[i] for i in idx) / len(idx))
     return math.sqrt(var(means))
+
+
+def predicted_ratio(informative_base: float, steps_per_token_base: float, informative_method: float,
+                    steps_per_token_method: float) -> float | None:
+    """The tokens ratio method/baseline predicted when progress per rollout token is the optimizer steps a
+    token buys times the share of each step's tokens in groups with reward spread: a skip raises the share
+    (:func:`informative_ratio_bound`), smaller groups raise the steps per token. For methods that update on
+    every group they generate (not DAPO, whose dropped groups never reach the update). None when the
+    method has no informative step."""
+    den = informative_method * steps_per_token_method
+    if den <= 0:
+        return None
+    return informative_base * steps_per_token_base / den

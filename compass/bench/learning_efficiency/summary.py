@@ -112,10 +112,13 @@ def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, 
                                (stats.tokens_to_target(c, target_gain) for c in den))]
             delta = stats.paired_bootstrap_delta([c[-1][1] for c in num], [c[-1][1] for c in den], n_boot=n_boot,
                                                  clusters=clusters)
-            bound = stats.informative_ratio_bound(out["methods"][base]["informative_tokens"],
-                                                  out["methods"][m]["informative_tokens"])
+            b, x = out["methods"][base], out["methods"][m]
+            bound = stats.informative_ratio_bound(b["informative_tokens"], x["informative_tokens"])
+            pred = (None if b["dropped"] > 0 or x["dropped"] > 0 else
+                    stats.predicted_ratio(b["informative_tokens"], b["steps"] / max(1, b["tokens"]),
+                                          x["informative_tokens"], x["steps"] / max(1, x["tokens"])))
             out["methods"][m][f"vs_{base}"] = {**boot, "per_seed": unit_ratios, "final_delta": delta,
-                                               "informative_bound": bound}
+                                               "informative_bound": bound, "predicted": pred}
             if base == "grpo":
                 for a, c in by_start.items():
                     sb = stats.paired_bootstrap_ratio([num[i] for i in c], [den[i] for i in c], target_gain,

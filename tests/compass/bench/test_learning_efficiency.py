@@ -125,6 +125,10 @@ def test_informative_ratio_bound():
     assert stats.informative_ratio_bound(0.36, 0.48) == pytest.approx(0.75)
     assert stats.informative_ratio_bound(0.4, 1.0) == pytest.approx(stats.zero_variance_bound(0.6))
     assert stats.informative_ratio_bound(0.4, 0.0) is None
+    # the same shares, 1.5x the steps per token (smaller groups): the steps buy the saving
+    assert stats.predicted_ratio(0.42, 39 / 80_000, 0.42, 58.5 / 80_000) == pytest.approx(2 / 3)
+    assert stats.predicted_ratio(0.36, 1.0, 0.48, 1.0) == pytest.approx(0.75)
+    assert stats.predicted_ratio(0.4, 1.0, 0.0, 1.0) is None
 
 
 def test_paired_bootstrap_delta_and_bound():
@@ -176,6 +180,7 @@ def test_summarize_on_hand_made_runs():
     assert s["methods"]["ours"]["zero_variance"] == 0 and s["methods"]["ours"]["skipped"] == pytest.approx(0.5)
     # informative shares 0.5 (grpo) and 1.0 (ours): the shares alone predict half the tokens
     assert s["methods"]["ours"]["vs_grpo"]["informative_bound"] == pytest.approx(0.5)
+    assert s["methods"]["ours"]["vs_grpo"]["predicted"] == pytest.approx(0.5)       # same steps per token
 
 
 def test_summarize_reads_each_start_from_its_own_sft_reward():
@@ -215,6 +220,7 @@ def test_ours_is_the_reasoning_rl_stage_as_shipped(tmp_path: Path):
     assert "prefilter" not in table["ours-no-prefilter"]["sampling"]
     assert "auto_group_size" not in table["ours-no-autoN"]["sampling"]
     assert uses_grades(table["ours"]) and not uses_grades(table["greso"]) and not uses_grades(table["grpo"])
+    assert table["grpo-n4"]["sampling"] == {"group_size": 4} and not uses_grades(table["grpo-n4"])
     # another config's stage is what gets measured
     cfg = tmp_path / "p.yaml"
     cfg.write_text(yaml.safe_dump({"reasoning_rl": {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"},
@@ -245,10 +251,10 @@ def test_learning_efficiency_quick_run(tmp_path: Path, capsys):
     assert out["bench"] == "learning-efficiency" and out["regime"] == "paper"
     assert out["starts"] == 2 and out["seeds"] == 1
     assert set(out["final"]) == {"grpo", "dapo", "greso", "ours", "ours-no-prefilter", "ours-no-autoN",
-                                 "ours+espo", "ours+zvp", "ours+espo+zvp"}
+                                 "ours+espo", "ours+zvp", "ours+espo+zvp", "grpo-n4"}
     for key in ("tokens_ratio_vs_grpo", "tokens_ratio_vs_grpo_ci_high", "tokens_ratio_vs_dapo",
                 "final_reward_delta_vs_grpo", "residual_zero_variance", "z_grpo", "tokens_ratio_vs_grpo_ours+espo",
-                "tokens_ratio_vs_grpo_ours+espo+zvp_ci", "informative_bound_vs_grpo", "tokens_ratio_vs_grpo_per_start",
+                "tokens_ratio_vs_grpo_ours+espo+zvp_ci", "informative_bound_vs_grpo", "predicted_ratio_vs_grpo", "tokens_ratio_vs_grpo_per_start",
                 "gain_over_se_milestone", "gain_over_se_eval", "lowz"):
         assert key in out
     assert set(out["tokens_ratio_vs_grpo_per_start"]) == {"0", "1"}
