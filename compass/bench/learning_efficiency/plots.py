@@ -24,7 +24,7 @@ def curves(summary: dict, path: Path, title: str) -> None:
                         color=line.get_color(), alpha=0.08)
     ax.axhline(summary["target"], color="grey", linestyle=":", label="target")
     ax.set_xlabel("rollout tokens")
-    ax.set_ylabel("held-out reward (mean ± std over seeds)")
+    ax.set_ylabel("held-out reward: mean start + mean gain (± std of the gain over runs)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
