@@ -115,6 +115,18 @@ def resample_units(clusters: Sequence[Sequence[int]], rng: random.Random) -> lis
     return out
 
 
+def resampled_means(values: Sequence[float], *, clusters: Sequence[Sequence[int]] | None, n_boot: int,
+                    seed: int) -> list[float]:
+    """The mean of ``values`` (one per unit) under ``n_boot`` draws of :func:`resample_units`."""
+    rng = random.Random(seed)
+    parts = _clusters(len(values), clusters)
+    out = []
+    for _ in range(n_boot):
+        idx = resample_units(parts, rng)
+        out.append(sum(values[i] for i in idx) / len(idx))
+    return out
+
+
 def _clusters(k: int, clusters: Sequence[Sequence[int]] | None) -> list[list[int]]:
     if clusters is None:
         return [list(range(k))]
@@ -159,12 +171,7 @@ def paired_bootstrap_delta(num: Sequence[float], den: Sequence[float], *, n_boot
     if len(num) != len(den) or not num:
         raise ValueError("paired_bootstrap_delta needs the same, nonzero number of seeds on both sides")
     d = [a - b for a, b in zip(num, den)]
-    rng = random.Random(seed)
-    parts = _clusters(len(d), clusters)
-    means = []
-    for _ in range(n_boot):
-        idx = resample_units(parts, rng)
-        means.append(sum(d[i] for i in idx) / len(idx))
+    means = resampled_means(d, clusters=clusters, n_boot=n_boot, seed=seed)
     a = (1.0 - level) / 2
     return {"delta": sum(d) / len(d), "ci_low": percentile(means, a), "ci_high": percentile(means, 1 - a)}
 
@@ -195,13 +202,7 @@ def bootstrap_se(values: Sequence[float], *, clusters: Sequence[Sequence[int]] |
     counts the spread between starts (their SFT evaluations included) as well as between seeds."""
     if not values:
         raise ValueError("bootstrap_se of nothing")
-    rng = random.Random(seed)
-    parts = _clusters(len(values), clusters)
-    means = []
-    for _ in range(n_boot):
-        idx = resample_units(parts, rng)
-        means.append(sum(values[i] for i in idx) / len(idx))
-    return math.sqrt(var(means))
+    return math.sqrt(var(resampled_means(values, clusters=clusters, n_boot=n_boot, seed=seed)))
 
 
 def predicted_ratio(informative_base: float, steps_per_token_base: float, informative_method: float,
