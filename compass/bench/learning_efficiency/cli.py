@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
     log.setLevel(logging.WARNING)
     t_all = time.perf_counter()
     size = start.QUICK_WORLD if args.quick else start.WorldSize()
-    table = methods(args.grader_samples, args.config)
+    table = methods(args.config)
     wanted = args.methods.split(",")
     unknown = [m for m in wanted if m not in table]
     if unknown:

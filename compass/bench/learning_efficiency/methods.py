@@ -34,9 +34,10 @@ def shipped(config: str | Path | None = None) -> dict:
     return {"advantage": dict(section["advantage"]), "loss": dict(section["loss"]), "sampling": sampling}
 
 
-def methods(grader_k: int, config: str | Path | None = None) -> dict[str, dict]:
-    """Name -> RLConfig sections (``sampling`` keys join the regime's). ``grader_k``: samples per prompt
-    the grader measured (``greso`` ignores the grader: its skip rests on the run's own history)."""
+def methods(config: str | Path | None = None) -> dict[str, dict]:
+    """Name -> RLConfig sections (``sampling`` keys join the regime's); ``ours`` from ``config``'s
+    reasoning-RL stage (:func:`shipped`). ``greso`` ignores the grader: its skip rests on the run's own
+    history. How much the grader's pass rate weighs is the shipped prefilter's ``prior_weight``."""
     ours = shipped(config)
     samp = ours["sampling"]
     espo = {"kind": "espo"}

@@ -212,7 +212,7 @@ def test_ours_is_the_reasoning_rl_stage_as_shipped(tmp_path: Path):
     from compass.bench.learning_efficiency.methods import methods, uses_grades
     from compass.dag.pipeline_yaml import EMBEDDED_DEFAULT
     stage = yaml.safe_load(EMBEDDED_DEFAULT.read_text())["reasoning_rl"]
-    table = methods(8)
+    table = methods()
     assert table["ours"]["advantage"] == stage["advantage"] and table["ours"]["loss"] == stage["loss"]
     assert table["ours"]["sampling"] == {k: v for k, v in stage["sampling"].items()
                                          if k in ("prefilter", "auto_group_size", "dynamic")}
@@ -225,11 +225,11 @@ def test_ours_is_the_reasoning_rl_stage_as_shipped(tmp_path: Path):
     cfg = tmp_path / "p.yaml"
     cfg.write_text(yaml.safe_dump({"reasoning_rl": {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"},
                                                     "sampling": {"prompts_per_step": 4, "dynamic": True}}}))
-    ours = methods(8, cfg)["ours"]
+    ours = methods(cfg)["ours"]
     assert ours == {"advantage": {"kind": "rl_zvp"}, "loss": {"kind": "espo"}, "sampling": {"dynamic": True}}
     cfg.write_text("sft: {}\n")
     with pytest.raises(ValueError, match="no 'reasoning_rl' section"):
-        methods(8, cfg)
+        methods(cfg)
 
 
 def test_regime_milestones_and_overrides():
