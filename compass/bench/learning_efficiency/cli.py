@@ -112,6 +112,8 @@ def main(argv: list[str]) -> int:
     # per start and regime: the grader's pass rates on the pool, the SFT model's held-out reward
     setups, jobs, eval0s = {}, [], {r.name: {} for r in regs}
     per = {r.name: {"grades": [], "tokens": {}, "z": [], "t": 0.0} for r in regs}
+    methods_of = {r.name: wanted if r.name != "lowz" or args.lowz_methods == "all" else
+                  [m for m in args.lowz_methods.split(",") if m in table] for r in regs}
     pools = {r.name: regimes.pool(r, world) for r in regs}
     helds = {r.name: regimes.heldout(r, world) for r in regs}
     for a in start_seeds:
@@ -132,8 +134,7 @@ def main(argv: list[str]) -> int:
             per[reg.name]["tokens"][a] = sum(g["tokens"] for g in gs)
             e0 = eval0s[reg.name][a] = evaluate(model, tok, held, samples=reg.eval_samples,
                                                 max_new_tokens=reg.max_new_tokens, groups=labels)
-            ms = wanted if reg.name != "lowz" or args.lowz_methods == "all" else [
-                m for m in args.lowz_methods.split(",") if m in table]
+            ms = methods_of[reg.name]
             for s in seeds:
                 for m in ms:
                     jobs.append(runner.Job(reg.name, m, s, table[m], reg.rl_settings(), reg.milestone_tokens(),
@@ -147,7 +148,7 @@ def main(argv: list[str]) -> int:
     for reg in regs:
         held, labels = helds[reg.name]
         pool, gs = pools[reg.name], per[reg.name]["grades"]
-        ms = sorted({j.method for j in jobs if j.regime == reg.name}, key=lambda m: list(table).index(m))
+        ms = methods_of[reg.name]
         sharing = len(seeds) * sum(uses_grades(table[m]) for m in ms)     # runs of a start that read its grades
         setups[reg.name] = {
             "regime": reg.name, "description": reg.description,
