@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from compass.bench.learning_efficiency.methods import ABLATIONS, CONTROLS, VARIANTS
 
-GAIN_OVER_SE_WANTED = 5.0       # issue 29: GRPO's held-out gain at least 5 standard errors of one evaluation
+GAIN_OVER_SE_WANTED = 5.0       # issue 29: GRPO's held-out gain at least 5 standard errors of its final milestone
 
 
 def _r(x, nd=3):

@@ -63,7 +63,6 @@ def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, 
     groups_sft = _mean_dicts([eval0s[a]["by_group"] for a, _ in ref_units])
     out: dict = {"milestones": list(milestones), "target": sft + target_gain, "target_gain": target_gain,
                  "reference": ref, "reward_sft": sft,
-                 "se_sft": sum(eval0s[a]["se"] for a in starts) / len(starts) / len(starts) ** 0.5,
                  "by_group_sft": groups_sft, "starts": starts, "methods": {},
                  "per_start": {a: {"reward_sft": eval0s[a]["reward"], "se_sft": eval0s[a]["se"],
                                    "by_group_sft": eval0s[a]["by_group"], "methods": {}} for a in starts}}
@@ -103,8 +102,7 @@ def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, 
                 continue
             num = [curves[m][units[m].index(u)] for u in common]
             den = [curves[base][units[base].index(u)] for u in common]
-            by_start = {a: [i for i, u in enumerate(common) if u[0] == a] for a in starts}
-            by_start = {a: c for a, c in by_start.items() if c}
+            by_start = _by_start(common)
             clusters = list(by_start.values())
             boot = stats.paired_bootstrap_ratio(num, den, target_gain, n_boot=n_boot, clusters=clusters)
             unit_ratios = [a / b if b > 0 else None for (a, _), (b, _) in
@@ -131,10 +129,17 @@ def summarize(runs: dict[str, list[dict]], eval0s: dict[int, dict], milestones, 
         out["gain_over_se"] = g["final_gain"] / g["se_eval"] if g["se_eval"] > 0 else None
         # the standard error of the milestone itself: GRPO's mean final gain over its runs, two-stage bootstrap
         gains = [c[-1][1] for c in curves["grpo"]]
-        parts = [[i for i, u in enumerate(units["grpo"]) if u[0] == a] for a in starts]
-        out["se_gain"] = stats.bootstrap_se(gains, clusters=[c for c in parts if c], n_boot=n_boot)
+        out["se_gain"] = stats.bootstrap_se(gains, clusters=list(_by_start(units["grpo"]).values()), n_boot=n_boot)
         out["gain_over_se_milestone"] = g["final_gain"] / out["se_gain"] if out["se_gain"] > 1e-9 else None
     return out
+
+
+def _by_start(units: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """Start -> the indices of its units in ``units`` (the bootstrap's clusters), starts in order."""
+    out: dict[int, list[int]] = {}
+    for i, (a, _) in enumerate(units):
+        out.setdefault(a, []).append(i)
+    return dict(sorted(out.items()))
 
 
 def _mean_dicts(ds: list[dict]) -> dict:
