@@ -1,4 +1,4 @@
 """compass-rl command line and benchmarks."""
-from compass import transformers_without_sklearn as _transformers_without_sklearn
+from compass import transformers_import as _transformers_import
 
-_transformers_without_sklearn.install()     # before anything imports transformers (why: that module's docstring)
+_transformers_import.install()     # before anything imports transformers (why: that module's docstring)
