@@ -71,3 +71,21 @@ def bench_here(name: str, argv: list[str], capsys) -> tuple[dict, str]:
     assert rc == 0, text[-3000:]
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return json.loads(lines[-1]), text
+
+
+def gfm_table_problems(md: str) -> list[str]:
+    """Lines of ``md``'s pipe tables whose cell count differs from their table's delimiter row. A browser's GFM
+    renderer (the Prefect UI's) shows such a table as raw ``|`` text, e.g. a header cell ``|A|``."""
+    import re
+
+    def cells(line: str) -> int:
+        return len(re.split(r"(?<!\\)\|", line.strip().strip("|")))
+    problems, lines = [], md.splitlines()
+    for i, line in enumerate(lines):
+        if i and "|" in line and re.fullmatch(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*", line):
+            width, j, block = cells(line), i + 1, [lines[i - 1]]
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                block.append(lines[j])
+                j += 1
+            problems += [f"{cells(r)} cells, not {width}: {r}" for r in block if cells(r) != width]
+    return problems

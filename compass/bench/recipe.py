@@ -14,13 +14,18 @@ the RL phases' metrics it prints the checkpoint × suite table and one JSON line
 - ``rl_zero_variance_token_share``: rollout tokens in zero-variance groups ÷ all RL rollout tokens, both
   phases (from each phase's ``metrics.jsonl``).
 
-Fractions (0.10 = 10 points); with ``--seeds K`` each figure is the mean, with ``_std`` beside it.
+Each figure is computed from the evaluation's per-sample rows on three measures: exact accuracy (the names
+above), the mean verifier score (``…_score``: partial credit) and, where the evaluation ran its ``sampled`` pass,
+mean@k (``…_mean_at_k``), each with ``_se``: its standard error over prompts, each change paired by prompt and
+the suites weighted equally (``change``). Fractions (0.10 = 10 points); with ``--seeds K`` each figure is the
+mean over seeds, ``_se`` the mean of the runs' SEs, and ``_std`` the spread between seeds.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
 import statistics
@@ -32,39 +37,66 @@ from pathlib import Path
 
 import yaml
 
+from compass.lm.sample_metrics import paired_se
 from compass.rl.run_summary import zero_variance_tokens as run_zero_variance_tokens
 
 CKPTS = ("base", "sft_longcot", "sft_domain", "merged", "phase1", "model")
 FIGURES = ("sft_longcot_home_gain", "sft_domain_home_gain", "merge_min_margin", "reasoning_rl_gain",
            "domain_rl_gain", "reasoning_forgetting", "rl_zero_variance_token_share")
+# figure -> (checkpoint, the checkpoint it is compared with, the suites: a parent's home)
+CHANGES = {"sft_longcot_home_gain": ("sft_longcot", "base", "thinking"),
+           "sft_domain_home_gain": ("sft_domain", "base", "domain"),
+           "reasoning_rl_gain": ("phase1", "merged", "thinking"),
+           "domain_rl_gain": ("model", "phase1", "domain"),
+           "reasoning_forgetting": ("phase1", "model", "thinking")}
+MARGINS = (("merged", "sft_longcot", "thinking"), ("merged", "sft_domain", "domain"))
+# what a figure is measured on: (eval_results field, decoding, suffix of the figure's name)
+MEASURES = {"accuracy": ("correct", "main", ""), "mean score": ("score", "main", "_score"),
+            "mean@k": ("correct", "sampled", "_mean_at_k")}
 
 
-def _mean(acc: dict[str, float], suites) -> float | None:
-    vals = [acc[s] for s in suites if s in acc]
-    return sum(vals) / len(vals) if vals else None
+def per_prompt_values(rows: list[dict], field: str, decoding: str) -> dict:
+    """checkpoint -> suite -> prompt id -> the samples' ``field`` values, from eval_results rows of one
+    ``decoding`` (rows written before the column existed are "main")."""
+    out: dict = {}
+    for r in rows:
+        if (r.get("decoding") or "main") == decoding:
+            out.setdefault(r["checkpoint"], {}).setdefault(r["suite"], {}).setdefault(r["prompt_id"], []).append(
+                float(r[field]))
+    return out
 
 
-def _diff(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a - b
+def change(values: dict, new: str, old: str, suites) -> tuple[float | None, float | None]:
+    """(mean over ``suites`` of new − old, its standard error): each suite's change is paired by prompt
+    (``paired_se``), suites weigh equally, so SE = sqrt(Σ SE_s²) / S. (None, None) when a checkpoint is absent."""
+    a, b = values.get(new, {}), values.get(old, {})
+    both = [s for s in suites if s in a and s in b]
+    if not both:
+        return None, None
+    mean = lambda d: sum(sum(v) / len(v) for v in d.values()) / len(d)      # noqa: E731  (over prompts)
+    diff = sum(mean(a[s]) - mean(b[s]) for s in both) / len(both)
+    ses = [paired_se(a[s], b[s]) for s in both]
+    se = None if any(x is None for x in ses) else math.sqrt(sum(x * x for x in ses)) / len(both)
+    return diff, se
 
 
-def figures(checkpoints: dict[str, dict], thinking: list[str], domain: list[str], zv_tokens: int,
-            tokens: int) -> dict:
-    """The headline figures from the evaluation summary's ``checkpoints`` (slot -> {"accuracy": {suite: x}})."""
-    acc = {slot: checkpoints.get(slot, {}).get("accuracy", {}) for slot in CKPTS}
-    m = lambda slot, suites: _mean(acc[slot], suites)          # noqa: E731
-    margins = [_diff(m("merged", thinking), m("sft_longcot", thinking)),
-               _diff(m("merged", domain), m("sft_domain", domain))]
-    margins = [x for x in margins if x is not None]
-    return {
-        "sft_longcot_home_gain": _diff(m("sft_longcot", thinking), m("base", thinking)),
-        "sft_domain_home_gain": _diff(m("sft_domain", domain), m("base", domain)),
-        "merge_min_margin": min(margins) if margins else None,
-        "reasoning_rl_gain": _diff(m("phase1", thinking), m("merged", thinking)),
-        "domain_rl_gain": _diff(m("model", domain), m("phase1", domain)),
-        "reasoning_forgetting": _diff(m("phase1", thinking), m("model", thinking)),
-        "rl_zero_variance_token_share": zv_tokens / tokens if tokens else None,
-    }
+def figures(rows: list[dict], thinking: list[str], domain: list[str], zv_tokens: int, tokens: int,
+            measure: str = "accuracy") -> dict:
+    """The headline figures of one run from its eval_results rows, on ``measure`` (a key of ``MEASURES``:
+    the figure names carry its suffix), each with ``_se`` beside it (over prompts, paired); the zero-variance
+    share with the accuracy figures."""
+    field, decoding, suffix = MEASURES[measure]
+    values = per_prompt_values(rows, field, decoding)
+    homes = {"thinking": thinking, "domain": domain}
+    out = {}
+    for name, (new, old, home) in CHANGES.items():
+        out[name + suffix], out[f"{name}{suffix}_se"] = change(values, new, old, homes[home])
+    margins = [m for m in (change(values, new, old, homes[home]) for new, old, home in MARGINS) if m[0] is not None]
+    out["merge_min_margin" + suffix], out[f"merge_min_margin{suffix}_se"] = \
+        min(margins, key=lambda m: m[0]) if margins else (None, None)
+    if not suffix:
+        out["rl_zero_variance_token_share"] = zv_tokens / tokens if tokens else None
+    return out
 
 
 def zero_variance_tokens(metrics_files: list[Path]) -> tuple[int, int]:
@@ -104,13 +136,11 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
     pipe = yaml.safe_load(cfg_path.read_text())
     sweep = pipe.get("merge", {}).get("sweep", {})          # the merge sweep names each parent's home domains
     return {"wall_s": wall, "checkpoints": summary.get("checkpoints", {}),
+            "rows": st.get("eval_results", "eval_results").read_table(
+                columns=["checkpoint", "suite", "prompt_id", "correct", "score", "decoding"]).to_pylist(),
             "thinking": sweep.get("thinking_domains", ["math", "code", "tool"]),
             "domain": sweep.get("domain_domains", ["ecommerce", "general", "instruction"]),
             "zv": zero_variance_tokens([m for m in metrics if m.exists()])}
-
-
-def _fmt(x) -> str:
-    return "—" if x is None else f"{x:+.3f}"
 
 
 def main(argv: list[str]) -> int:
@@ -131,7 +161,9 @@ def main(argv: list[str]) -> int:
         Path(tmp).mkdir(parents=True, exist_ok=True)
         for seed in range(args.seeds):
             r = run_once(config, seed, Path(tmp))
-            r["figures"] = figures(r["checkpoints"], r["thinking"], r["domain"], *r["zv"])
+            rows = r.pop("rows")
+            r["figures"] = {k: v for m in MEASURES for k, v in figures(rows, r["thinking"], r["domain"], *r["zv"],
+                                                                       measure=m).items()}
             runs.append(r)
             print(f"seed {seed}: {r['wall_s']:.0f} s")
     peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20     # KiB on Linux
@@ -150,13 +182,28 @@ def main(argv: list[str]) -> int:
         print(f"{labels[slot]:<14}" + "".join(cells))
     out = {"bench": "recipe", "seeds": len(runs), "first_run_s": round(statistics.mean(r["wall_s"] for r in runs), 1),
            "peak_rss_gib": round(peak_gib, 2)}
-    print()
+    print("\nfigures: mean over seeds ± the mean within-run standard error (over prompts, paired), "
+          "[std over seeds]; mean@k only where the evaluation's `sampled` pass ran")
+    print(f"{'figure':<30}" + "".join(f"{m:>30}" for m in MEASURES))
     for k in FIGURES:
-        vals = [r["figures"][k] for r in runs if r["figures"][k] is not None]
-        out[k] = round(statistics.mean(vals), 4) if vals else None
-        if len(vals) > 1:
-            out[f"{k}_std"] = round(statistics.stdev(vals), 4)
-        shown = _fmt(out[k]) if k != "rl_zero_variance_token_share" or out[k] is None else f"{out[k]:.3f}"
-        print(f"{k:<30} {shown}" + (f"  (std {out[f'{k}_std']:.3f})" if f"{k}_std" in out else ""))
+        cells = []
+        for _, (_, _, suffix) in MEASURES.items():
+            name = k + suffix
+            if k == "rl_zero_variance_token_share" and suffix:
+                cells.append(f"{'':>30}")
+                continue
+            vals = [r["figures"].get(name) for r in runs if r["figures"].get(name) is not None]
+            ses = [r["figures"].get(f"{name}_se") for r in runs if r["figures"].get(f"{name}_se") is not None]
+            out[name] = round(statistics.mean(vals), 4) if vals else None
+            if ses:
+                out[f"{name}_se"] = round(statistics.mean(ses), 4)
+            if len(vals) > 1:
+                out[f"{name}_std"] = round(statistics.stdev(vals), 4)
+            shown = "—" if out[name] is None else (f"{out[name]:.3f}" if k == "rl_zero_variance_token_share"
+                                                   else f"{out[name]:+.3f}")
+            shown += f" ± {out[f'{name}_se']:.3f}" if f"{name}_se" in out else ""
+            shown += f" [{out[f'{name}_std']:.3f}]" if f"{name}_std" in out else ""
+            cells.append(f"{shown:>30}")
+        print(f"{k:<30}" + "".join(cells))
     print(json.dumps(out))
     return 0

@@ -35,13 +35,14 @@ def load_summary(ref: str, storage_options: dict) -> tuple[str, dict]:
     return art.uri, json.loads(art.read_bytes("summary.json"))
 
 
-def accuracy_by_checkpoint(summary: dict) -> dict[str, dict[str, float]]:
-    """label -> suite -> accuracy; a report from before per-checkpoint evaluation has only its model."""
+def accuracy_by_checkpoint(summary: dict, key: str = "accuracy") -> dict[str, dict[str, float]]:
+    """label -> suite -> accuracy (or ``key``: ``accuracy_se``, ``mean_score``, …; absent in reports written before
+    it existed: {}); a report from before per-checkpoint evaluation has only its model."""
     if summary.get("checkpoints"):
         ckpts = summary["checkpoints"]
         order = summary.get("checkpoint_order") or list(ckpts)      # recipe order (the JSON's keys are sorted)
-        return {ckpts[s].get("label", s): dict(ckpts[s]["accuracy"]) for s in order if s in ckpts}
-    return {"final": {s: v["accuracy"] for s, v in summary.get("suites", {}).items()}}
+        return {ckpts[s].get("label", s): dict(ckpts[s].get(key) or {}) for s in order if s in ckpts}
+    return {"final": {s: v[key] for s, v in summary.get("suites", {}).items() if v.get(key) is not None}}
 
 
 def compare(a: dict, b: dict) -> list[dict]:

@@ -103,13 +103,17 @@ def _eval_summary(rows: list[dict], cfg) -> str:
         return f"\n(no evaluation summary: {e})"
     from compass.cli.eval_compare import accuracy_by_checkpoint
     if len(summary.get("checkpoints") or {}) > 1:        # every checkpoint of the run, one column each
-        acc = accuracy_by_checkpoint(summary)
+        acc, se = accuracy_by_checkpoint(summary), accuracy_by_checkpoint(summary, "accuracy_se")
         suites = sorted({s for a in acc.values() for s in a})
-        lines = ["\nheld-out accuracy of every checkpoint (the last: " + summary.get("model", "?") + "):",
-                 "  " + f"{'suite':<12}" + "".join(f"{label[:13]:>14}" for label in acc)]
+        lines = ["\nheld-out accuracy of every checkpoint, ± one standard error over prompts (the last: "
+                 + summary.get("model", "?") + "):",
+                 "  " + f"{'suite':<12}" + "".join(f"{label[:15]:>16}" for label in acc)]
         for suite in suites:
-            lines.append("  " + f"{suite:<12}" + "".join(
-                f"{a[suite]:>14.3f}" if suite in a else f"{'—':>14}" for a in acc.values()))
+            cells = []
+            for label, a in acc.items():
+                x, e = a.get(suite), se.get(label, {}).get(suite)
+                cells.append(f"{'—' if x is None else f'{x:.3f}' + ('' if e is None else f' ± {e:.3f}'):>16}")
+            lines.append("  " + f"{suite:<12}" + "".join(cells))
         return "\n".join(lines)
     lines = [f"\nheld-out accuracy of {summary.get('model', '?')}:"]
     for suite, s in sorted(summary.get("suites", {}).items()):

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from compass.store.layout import ArtifactError
 from compass.runtime.artifact_ref import open_ref
+from compass.runtime.stage_summary import SUMMARY_FILE, inline_images
 from compass.store.store import Artifact, ArtifactStore
 from compass.dag.config import PipelineConfig
 from compass.dag.pipeline import PIPELINE, Node, plan
@@ -121,7 +122,8 @@ def pipeline_run_labels(rows: list[dict]) -> tuple[str, list[str]]:
 
 def summary_markdown(rows: list[dict], store: str, store_options: dict | None = None) -> str:
     """The pipeline run in markdown: each stage run (ran or reused, version, time), then the evaluation's
-    held-out table when this run has one (its report's ``summary.md``)."""
+    held-out table when this run has one (its report's ``summary.md``, its charts inlined as the evaluation's own
+    summary has them: a store path is no URL a browser can fetch)."""
     ran = sum(r["status"] == "ran" for r in rows)
     lines = [f"# compass-rl pipeline\n\nStore: `{store}`\n",
              f"{ran} stage run(s) ran, {len(rows) - ran} reused stored outputs.\n",
@@ -133,7 +135,7 @@ def summary_markdown(rows: list[dict], store: str, store_options: dict | None = 
     if report:
         try:
             art = Artifact.open_uri(report, ArtifactStore(store, storage_options=store_options or {}))
-            lines += ["", art.read_bytes("summary.md").decode().strip()]
+            lines += ["", inline_images(art.read_bytes(SUMMARY_FILE).decode().strip(), art)]
         except (ArtifactError, OSError) as e:               # e.g. an older report without summary.md
             lines += ["", f"(no held-out table: {e})"]
     return "\n".join(lines) + "\n"

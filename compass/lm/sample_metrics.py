@@ -8,9 +8,13 @@ Pure functions on plain numbers and lists. ``n`` samples were drawn for a prompt
 - mean@k: the mean correctness of the samples (accuracy at temperature > 0); greedy is k = 1.
 - maj@k: the answer given most often among the samples wins (ties: the one seen first); the prompt
   counts as solved when that answer's samples are correct (self-consistency, Wang et al. 2022).
+- standard errors with the prompt as the unit: a prompt's samples are not independent draws of the suite,
+  so the SE of a suite's mean is that of its prompts' means (the cluster-robust SE with one cluster per
+  prompt); a change between two checkpoints on the same prompts is paired per prompt.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Callable, Sequence
 
@@ -28,6 +32,25 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):          # C(n-c, k)/C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i)
         miss *= 1.0 - k / i
     return 1.0 - miss
+
+
+def prompt_se(values_by_prompt: Sequence[Sequence[float]]) -> float | None:
+    """SE of the mean over prompts of each prompt's mean value: sd(prompt means, ddof 1) / sqrt(P).
+    ``values_by_prompt``: P lists, one per prompt, of its samples' values (correct as 0/1, or scores). One
+    sample per prompt and 0/1 values give sqrt(p(1 − p)/(P − 1)). None for fewer than two prompts."""
+    means = [sum(v) / len(v) for v in values_by_prompt if len(v)]
+    p = len(means)
+    if p < 2:
+        return None
+    mu = sum(means) / p
+    return math.sqrt(sum((m - mu) ** 2 for m in means) / (p - 1) / p)
+
+
+def paired_se(a: dict[str, Sequence[float]], b: dict[str, Sequence[float]]) -> float | None:
+    """SE of mean(a) − mean(b) over the prompts both have (prompt id -> its samples' values): the SE of the
+    per-prompt differences of means. None for fewer than two shared prompts."""
+    shared = sorted(a.keys() & b.keys())
+    return prompt_se([[sum(a[k]) / len(a[k]) - sum(b[k]) / len(b[k])] for k in shared if len(a[k]) and len(b[k])])
 
 
 def majority_correct(keys: Sequence[str], correct: Sequence[bool]) -> bool:

@@ -9,6 +9,7 @@ import itertools
 from compass.gym.bfcl.converse import converse
 from compass.gym.score import THINK_CLOSE, judge, needs_judge, parse_verifier
 from compass.lm.chat import sample
+from compass.lm.sample_metrics import prompt_se
 from compass.progress import progress
 
 
@@ -60,8 +61,16 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
     return results
 
 
+def _by_prompt(rows: list[dict], field: str) -> list[list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        out[r["prompt_id"]].append(float(r[field]))
+    return list(out.values())
+
+
 def summarize(results: list[dict]) -> dict:
-    """Per suite: prompts, samples, accuracy (mean of ``correct``), mean score, mean tokens,
+    """Per suite: prompts, samples, accuracy (mean of ``correct``) and mean score, each with its standard error
+    over prompts (``compass.lm.sample_metrics.prompt_se``), mean tokens,
     share of samples that ended (eos), accuracy per difficulty and per language (where rows carry one);
     overall: the verifiers' reasons by count."""
     by_suite: dict[str, list[dict]] = defaultdict(list)
@@ -81,7 +90,9 @@ def summarize(results: list[dict]) -> dict:
             "prompts": len({r["prompt_id"] for r in rs}),
             "samples": len(rs),
             "accuracy": sum(r["correct"] for r in rs) / len(rs),
+            "accuracy_se": prompt_se(_by_prompt(rs, "correct")),
             "mean_score": sum(r["score"] for r in rs) / len(rs),
+            "mean_score_se": prompt_se(_by_prompt(rs, "score")),
             "mean_tokens": sum(r["num_tokens"] for r in rs) / len(rs),
             "finished_rate": sum(r["finished"] for r in rs) / len(rs),
             "closed_think_rate": sum(THINK_CLOSE in r["response"] for r in rs) / len(rs),
@@ -96,6 +107,9 @@ def summarize(results: list[dict]) -> dict:
             reasons[r["reason"]] += 1
     return {"suites": suites, "samples": n,
             "overall_accuracy": (sum(r["correct"] for r in results) / n) if n else None,
+            "overall_accuracy_se": prompt_se(_by_prompt(results, "correct")),
+            "overall_mean_score": (sum(r["score"] for r in results) / n) if n else None,
+            "overall_mean_score_se": prompt_se(_by_prompt(results, "score")),
             # why samples scored low, as the verifiers said (compass.gym.reasons), most frequent first
             "reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
 

@@ -46,7 +46,7 @@ def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict, plots: Seq
               f"Zero variance: {_f(summary['zero_variance_rate'], '.0%')} of {groups} groups, "
               f"{zv_tokens / max(tokens, 1):.0%} of rollout tokens; {skipped} prompt draw(s) skipped before "
               f"rollout; group size N {', '.join(str(n) for n in sorted({m['group_size'] for m in metrics}))}.", "",
-              "| step | reward | zero-var groups (all-pass / all-fail) | zero-var tokens | N | skipped | |A| per token |",
+              "| step | reward | zero-var groups (all-pass / all-fail) | zero-var tokens | N | skipped | mean abs(A) per token |",
               "|---:|---:|---|---:|---:|---:|---:|"]
     for m in _pick(metrics, MAX_ROWS):
         zt = m["zero_variance_token_share_all_pass"] + m["zero_variance_token_share_all_fail"]

@@ -37,6 +37,14 @@ class LmEvalConfig(StrictModel):
         return self
 
 
+class SampledPass(StrictModel):
+    """A second decoding in the same evaluation run: ``k`` samples per prompt at ``temperature``, reported as
+    mean@k (and the mean score) beside the main decoding, greedy by default: RL raises the sampled pass rate,
+    which greedy accuracy can miss."""
+    k: int = Field(4, ge=1, description="samples per prompt")
+    temperature: float = Field(1.0, gt=0)
+
+
 class EvalConfig(ComputeSettings):
     """Sample each eval prompt, score it with the gym, report accuracy per suite."""
     seed: int = 0
@@ -53,6 +61,8 @@ class EvalConfig(ComputeSettings):
                                               "backend on a copy of the checkpoint and a share of the prompts "
                                               "(compass.rl.rollout.ray_pool), as rollout does")
 
+    sampled: SampledPass | None = Field(None, description="also k samples per prompt at a temperature, reported as "
+                                                          "mean@k beside the main decoding (e.g. {k: 4})")
     lm_eval: LmEvalConfig | None = Field(None, description="also run lm-evaluation-harness tasks (docs/evaluation.md)")
     genrm_judge: bool = Field(True, description="with a genrm input: judge the samples of open-ended prompts "
                                                 "(title_rules) and of genrm ones with it, in both orders "

@@ -9,7 +9,10 @@ length: ``compass.lm.suite_scoring``, ``compass.rl.rollout.sampler``), scores ea
 with the gym verifier named in the prompt's ``verifier`` column, and writes one ``eval_results`` row
 per (checkpoint, sample) plus a ``report`` artifact. ``report.md``: the checkpoint × suite table with
 the change each stage made (the paper's Tables 2–5 shape: a stage against the checkpoint it started
-from), pass@k / mean@k / maj@k with several samples (``compass.lm.sample_metrics``), then the evaluated
+from), each figure ± its standard error over prompts and each change ± its SE paired by prompt, the same table
+for the mean score (partial credit) and, with ``sampled``, for mean@k from a second decoding of the same run (k
+samples per prompt at a temperature; rows marked ``decoding``), pass@k / mean@k / maj@k with several samples
+(``compass.lm.sample_metrics``), then the evaluated
 checkpoint's details (per suite: accuracy, mean score, finished and closed-``</think>`` rates, mean
 length, accuracy per difficulty, the verifiers' reasons; example responses); ``checkpoints.png`` the
 table as bars. ``summary.json`` holds the same numbers. The suite of a prompt is its ``suite`` column when the table has one, else its
@@ -40,7 +43,7 @@ from compass.gym.score import needs_judge
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
 from compass.lm.lm_eval_adapter import run_lm_eval
-from compass.lm.sample_metrics import k_metrics
+from compass.lm.sample_metrics import k_metrics, paired_se
 from compass.lm.suite_scoring import generate_and_score, summarize
 from compass.rl.rollout.sampler import open_sampler
 from stages.evaluation.config import EvalConfig
@@ -55,6 +58,8 @@ RESULTS_SCHEMA = pa.schema([
     pa.field("sample_idx", pa.int32()), pa.field("response", pa.string()), pa.field("score", pa.float64()),
     pa.field("correct", pa.bool_()), pa.field("difficulty", pa.int32()), pa.field("num_tokens", pa.int32()),
     pa.field("finished", pa.bool_()), pa.field("reason", pa.string()),
+    # "main": the config's decoding (greedy by default); "sampled": the mean@k pass (config ``sampled``)
+    pa.field("decoding", pa.string()),
     # judged by the GenRM (stages/evaluation/judged.py); null elsewhere
     pa.field("verdict", pa.string()), pa.field("consistent", pa.bool_()), pa.field("rule_score", pa.float64()),
 ])
@@ -71,21 +76,56 @@ def _parent(slot: str, present: list[str]) -> str | None:
     return p
 
 
-def checkpoint_table(by_ckpt: dict[str, dict]) -> list[str]:
-    """Markdown: one row per checkpoint (recipe order), accuracy per suite and overall, each with the
-    change from the checkpoint its stage started from."""
-    present = list(by_ckpt)
-    suites = sorted({s for v in by_ckpt.values() for s in v["suites"]})
+def per_prompt(rows: list[dict]) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """suite -> metric ("accuracy": correct as 0/1, "mean_score": score) -> prompt id -> its samples' values:
+    what the standard errors and the paired changes are computed from."""
+    out: dict = defaultdict(lambda: {"accuracy": defaultdict(list), "mean_score": defaultdict(list)})
+    for r in rows:
+        out[r["suite"]]["accuracy"][r["prompt_id"]].append(float(r["correct"]))
+        out[r["suite"]]["mean_score"][r["prompt_id"]].append(float(r["score"]))
+    return out
+
+
+def _pm(x: float | None, se: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}" + ("" if se is None else f" ± {se:.3f}")
+
+
+def _delta(x: float, old: float, new_vals: dict | None, old_vals: dict | None) -> str:
+    se = paired_se(new_vals, old_vals) if new_vals is not None and old_vals is not None else None
+    return f" ({x - old:+.3f}" + ("" if se is None else f" ± {se:.3f}") + ")"
+
+
+def _all_prompts(v: dict, metric: str) -> dict | None:
+    pp = v.get("per_prompt")
+    return {pid: vals for suite in pp.values() for pid, vals in suite[metric].items()} if pp else None
+
+
+def checkpoint_table(by_ckpt: dict[str, dict], metric: str = "accuracy", decoding: str = "main") -> list[str]:
+    """Markdown: one row per checkpoint (recipe order), ``metric`` (accuracy or mean_score) per suite and
+    overall, each ± its standard error over prompts, with the change from the checkpoint its stage started
+    from (± the SE of that change, paired by prompt). ``decoding``: "main" or "sampled" (the mean@k pass)."""
+    def view(v):
+        return v if decoding == "main" else v.get("sampled")
+    present = [slot for slot, v in by_ckpt.items() if view(v)]
+    suites = sorted({s for slot in present for s in view(by_ckpt[slot])["suites"]})
     lines = ["| checkpoint | " + " | ".join(suites) + " | overall |", "|---|" + "---:|" * (len(suites) + 1)]
-    for slot, v in by_ckpt.items():
-        parent = by_ckpt.get(_parent(slot, present) or "")
+    for slot in present:
+        v, p = view(by_ckpt[slot]), _parent(slot, present)
+        parent = view(by_ckpt[p]) if p else None
         cells = []
         for s in suites:
-            acc = v["suites"].get(s, {}).get("accuracy")
-            old = parent["suites"].get(s, {}).get("accuracy") if parent else None
-            cells.append("—" if acc is None else f"{acc:.3f}" + ("" if old is None else f" ({acc - old:+.3f})"))
-        acc, old = v["overall_accuracy"], parent["overall_accuracy"] if parent else None
-        cells.append("—" if acc is None else f"{acc:.3f}" + ("" if old is None else f" ({acc - old:+.3f})"))
+            cur, old = v["suites"].get(s, {}), parent["suites"].get(s, {}) if parent else {}
+            x = cur.get(metric)
+            cell = _pm(x, cur.get(f"{metric}_se"))
+            if x is not None and old.get(metric) is not None:
+                pp, op = v.get("per_prompt", {}).get(s), parent.get("per_prompt", {}).get(s)
+                cell += _delta(x, old[metric], pp and pp[metric], op and op[metric])
+            cells.append(cell)
+        x, old = v.get(f"overall_{metric}"), parent.get(f"overall_{metric}") if parent else None
+        cell = _pm(x, v.get(f"overall_{metric}_se"))
+        if x is not None and old is not None:
+            cell += _delta(x, old, _all_prompts(v, metric), _all_prompts(parent, metric))
+        cells.append(cell)
         lines.append(f"| {LABELS[slot]} | " + " | ".join(cells) + " |")
     return lines
 
@@ -155,12 +195,34 @@ def plot_checkpoints(by_ckpt: dict[str, dict], path) -> None:
     plt.close(fig)
 
 
+SE_NOTE = ("Each figure ± one standard error over prompts; in brackets, the change from the checkpoint the stage "
+           "started from, ± its standard error paired by prompt.")
+
+
+def _decoding(temperature: float) -> str:
+    return "greedy" if temperature == 0 else f"temperature {temperature}"
+
+
+def scoreboard(by_ckpt: dict[str, dict], config: EvalConfig, heading: str = "###") -> list[str]:
+    """Markdown: the mean score table, then with ``config.sampled`` the mean@k and its mean score tables."""
+    lines = ["", f"{heading} Mean score (partial credit, the scale RL rewards)", ""]
+    lines += checkpoint_table(by_ckpt, "mean_score")
+    if config.sampled:
+        k, t = config.sampled.k, config.sampled.temperature
+        lines += ["", f"{heading} mean@{k} at temperature {t} ({k} samples per prompt, the same run)", ""]
+        lines += checkpoint_table(by_ckpt, "accuracy", "sampled")
+        lines += ["", f"{heading} Mean score, {k} samples per prompt at temperature {t}", ""]
+        lines += checkpoint_table(by_ckpt, "mean_score", "sampled")
+    return lines
+
+
 def summary_md(by_ckpt: dict[str, dict], config: EvalConfig, lm_eval: dict | None = None) -> str:
     """The held-out results in short, for orchestrators (``compass.runtime.stage_summary``)."""
-    lines = [f"## Held-out accuracy ({'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
-             f"{config.samples_per_prompt} sample(s) per prompt)", ""]
+    lines = [f"## Held-out accuracy ({_decoding(config.temperature)}, {config.samples_per_prompt} sample(s) per "
+             f"prompt)", "", SE_NOTE, ""]
     lines += checkpoint_table(by_ckpt)
     lines += ["", "![accuracy per suite and checkpoint](checkpoints.png)"]
+    lines += scoreboard(by_ckpt, config)
     if langs := language_table(by_ckpt):
         lines += ["", "### Per language", ""] + langs
     if config.samples_per_prompt > 1:
@@ -176,14 +238,17 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
                   prompts: dict[str, dict], by_ckpt: dict[str, dict] | None = None,
                   lm_eval: dict | None = None) -> str:
     lines = ["# Evaluation report", "", f"Model: `{model_uri}`", "",
-             f"Sampling: {'greedy' if config.temperature == 0 else f'temperature {config.temperature}'}, "
-             f"{config.samples_per_prompt} sample(s) per prompt, at most {config.max_new_tokens} new tokens.", ""]
+             f"Sampling: {_decoding(config.temperature)}, "
+             f"{config.samples_per_prompt} sample(s) per prompt, at most {config.max_new_tokens} new tokens"
+             + (f"; and {config.sampled.k} samples per prompt at temperature {config.sampled.temperature} (mean@k)"
+                if config.sampled else "") + ".", ""]
     if by_ckpt and len(by_ckpt) > 1:
         lines += ["## Every checkpoint of the run", "",
                   "Accuracy per suite; in brackets, the change from the checkpoint the stage started from "
-                  "(SFT: base; merge: Long-CoT SFT; reasoning RL: merged; final: reasoning RL).", ""]
+                  "(SFT: base; merge: Long-CoT SFT; reasoning RL: merged; final: reasoning RL). " + SE_NOTE, ""]
         lines += checkpoint_table(by_ckpt) + [""]
-        lines += ["![accuracy per suite and checkpoint](checkpoints.png)", ""]
+        lines += ["![accuracy per suite and checkpoint](checkpoints.png)"]
+        lines += scoreboard(by_ckpt, config, "###") + [""]
         lines += ["Checkpoints: " + ", ".join(f"{LABELS[s]} `{v['uri']}`" for s, v in by_ckpt.items()), ""]
     if by_ckpt and (langs := language_table(by_ckpt)):
         lines += ["## Per language", "", "Accuracy of each multilingual suite per prompt language.", ""]
@@ -204,13 +269,15 @@ def render_report(model_uri: str, config: EvalConfig, summary: dict, results: li
                   + (f", limit {config.lm_eval.limit} documents" if config.lm_eval.limit else "") + "; `lm_eval.json`).",
                   ""] + lm_eval_table(lm_eval) + [""]
     lines += [f"## {LABELS['model']} checkpoint", "",
-              "| suite | prompts | samples | accuracy | mean score | finished | closed </think> | mean tokens |",
+              "| suite | prompts | samples | accuracy ± SE | mean score ± SE | finished | closed </think> | mean tokens |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for name, s in summary["suites"].items():
-        lines.append(f"| {name} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} | {s['mean_score']:.3f} | "
+        lines.append(f"| {name} | {s['prompts']} | {s['samples']} | {_pm(s['accuracy'], s.get('accuracy_se'))} | "
+                     f"{_pm(s['mean_score'], s.get('mean_score_se'))} | "
                      f"{s['finished_rate']:.2f} | {s['closed_think_rate']:.2f} | {s['mean_tokens']:.1f} |")
     if summary["overall_accuracy"] is not None:
-        lines += ["", f"Overall accuracy: **{summary['overall_accuracy']:.3f}** over {summary['samples']} samples."]
+        lines += ["", f"Overall accuracy: **{_pm(summary['overall_accuracy'], summary.get('overall_accuracy_se'))}** "
+                      f"over {summary['samples']} samples."]
     for name, s in summary["suites"].items():
         if s["accuracy_by_difficulty"]:
             lines += ["", f"## {name}: accuracy by difficulty", "", "| difficulty | accuracy |", "|---:|---:|"]
@@ -268,6 +335,15 @@ def _judge(config: EvalConfig, inputs: dict[str, Artifact], rows: list[dict]) ->
     return judge, ids
 
 
+def _figures(v: dict) -> dict:
+    """The numbers of one checkpoint (and decoding) that summary.json keeps: overall and per suite, accuracy and
+    mean score, each with its standard error over prompts."""
+    out = {f"overall_{m}{se}": v[f"overall_{m}{se}"] for m in ("accuracy", "mean_score") for se in ("", "_se")}
+    out.update({f"{m}{se}": {k: x[f"{m}{se}"] for k, x in v["suites"].items()}
+                for m in ("accuracy", "mean_score") for se in ("", "_se")})
+    return out
+
+
 def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, ArtifactWriter]) -> None:
     rows = suite_rows(inputs)
     prompts = {r["id"]: r for r in rows}
@@ -286,6 +362,14 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
             got = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.samples_per_prompt,
                                      max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                      seed=config.seed, batch_size=config.batch_size, generate=generate)
+            sampled = []
+            if config.sampled:                   # mean@k on the same model, sampler and prompts
+                log.info("%s: %d samples per prompt at temperature %s", LABELS[slot], config.sampled.k,
+                         config.sampled.temperature)
+                sampled = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.sampled.k,
+                                             max_new_tokens=config.max_new_tokens,
+                                             temperature=config.sampled.temperature, seed=config.seed + 1,
+                                             batch_size=config.batch_size, generate=generate)
         if config.lm_eval and slot in config.lm_eval.checkpoints:
             le = config.lm_eval
             log.info("%s: lm-evaluation-harness tasks %s", LABELS[slot], ", ".join(le.tasks))
@@ -295,23 +379,29 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
                 f"{t} " + ", ".join(f"{k} {v:.3f}" for k, v in m.items() if k != "samples")
                 for t, m in lm_eval[slot].items()))
         del model
-        for r in got:
-            r["checkpoint"] = slot
-        if judge is not None:
-            judge_results(judge, got, prompts, judged_ids)
-        results += got
-        by_ckpt[slot] = {"uri": art.uri, **summarize(got), "k": k_metrics(got)}
+        for decoding, rs in (("main", got), ("sampled", sampled)):
+            for r in rs:
+                r["checkpoint"], r["decoding"] = slot, decoding
+            if judge is not None and rs:
+                judge_results(judge, rs, prompts, judged_ids)
+        results += got + sampled
+        by_ckpt[slot] = {"uri": art.uri, **summarize(got), "k": k_metrics(got), "per_prompt": per_prompt(got)}
+        if sampled:
+            by_ckpt[slot]["sampled"] = {**summarize(sampled), "per_prompt": per_prompt(sampled)}
         if judge is not None:
             by_ckpt[slot]["judged"] = judged_summary(got)
         log.info("%s: %s", LABELS[slot], ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in by_ckpt[slot]["suites"].items()))
     model_art = inputs["model"]
-    final = [r for r in results if r["checkpoint"] == "model"]
-    summary = {k: v for k, v in by_ckpt["model"].items() if k not in ("uri", "k")}
+    final = [r for r in results if r["checkpoint"] == "model" and r["decoding"] == "main"]
+    summary = {k: v for k, v in by_ckpt["model"].items() if k not in ("uri", "k", "per_prompt", "sampled")}
     outputs["results"].write_table(pa.Table.from_pylist(results, schema=RESULTS_SCHEMA))
     rep = outputs["report"]
-    checkpoints = {s: {"label": LABELS[s], "uri": v["uri"], "overall_accuracy": v["overall_accuracy"],
-                       "accuracy": {k: x["accuracy"] for k, x in v["suites"].items()},
-                       "k_metrics": v["k"], "judged": v.get("judged", {})} for s, v in by_ckpt.items()}
+    checkpoints = {s: {"label": LABELS[s], "uri": v["uri"], **_figures(v), "k_metrics": v["k"],
+                       "judged": v.get("judged", {})} for s, v in by_ckpt.items()}
+    for s, v in by_ckpt.items():
+        if "sampled" in v:
+            checkpoints[s]["sampled"] = {"k": config.sampled.k, "temperature": config.sampled.temperature,
+                                         **_figures(v["sampled"])}
     if judge is not None:
         summary["genrm"] = {"checkpoint": inputs["genrm"].uri, **judge.counters()}
     rep.path("summary.json").write_text(json.dumps({"model": model_art.uri, "config": config.model_dump(mode="json"),

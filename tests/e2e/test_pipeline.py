@@ -9,6 +9,7 @@ import pytest
 from compass.store.store import ArtifactStore
 from compass.dag.pipeline import PIPELINE
 from tests.e2e.conftest import compass, last_json, write_config
+from tests.helpers import gfm_table_problems
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +37,14 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path, shared_prefect):
     for n in PIPELINE:
         for name in n.outputs.values():
             assert any(nm == name for _, nm in listed), name
+    summaries = 0
     for m in st.list():
-        st.get(m.kind, m.name, m.version).local_dir()  # raises on any checksum mismatch
+        art = st.get(m.kind, m.name, m.version)
+        art.local_dir()                                # raises on any checksum mismatch
+        if any(f.path == "summary.md" for f in art.manifest.files):   # what the Prefect UI renders
+            summaries += 1
+            assert gfm_table_problems(art.read_bytes("summary.md").decode()) == [], (m.kind, m.name)
+    assert summaries >= 5                              # sft ×2, merge, genrm, rl ×2, evaluation
     # the evaluation scored every checkpoint the run made, each the version this run wrote
     ev = st.get("eval_results", "eval_results")
     assert set(ev.read_table().column("checkpoint").to_pylist()) == {"base", "sft_longcot", "sft_domain", "merged",

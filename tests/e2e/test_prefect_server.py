@@ -237,10 +237,18 @@ def _page_shows(drv, url: str, texts: list[str], shot: Path, timeout: float = 60
     return drv.find_element("tag name", "body").text
 
 
+def _images_if_loaded(drv) -> list | None:
+    """[(src head, natural width)] of the page's images once every one has finished loading, else None."""
+    got = drv.execute_script("return Array.from(document.images).map(i => [i.src.slice(0, 22), i.complete, "
+                             "i.naturalWidth])")
+    return [(src, w) for src, _, w in got] if got and all(done for _, done, _ in got) else None
+
+
 def test_the_ui_in_a_browser(served: Served):
     """Headless Chromium on the server's own UI: the deployments page lists the stage deployments; a
     completed pipeline run lists its summary among its artifacts; the pipeline's and the evaluation's
-    markdown summaries render with the held-out table (the report). Screenshots: <module tmp>/screenshots/."""
+    markdown summaries render with the held-out table (the report) and its chart; the reasoning RL summary's
+    step table renders as a table. Screenshots: <module tmp>/screenshots/."""
     ev = _api(served.api, "POST", "/artifacts/filter", {"artifacts": {"key": {"any_": ["evaluation-summary"]}},
                                                         "limit": 1})
     if not ev:                                          # the module's load test makes one; alone, make one here
@@ -260,6 +268,15 @@ def test_the_ui_in_a_browser(served: Served):
         text = _page_shows(drv, f"{served.ui}/artifacts/artifact/{pipeline_md['id']}",
                            ["compass-rl pipeline", "reasoning_rl"], shots / "pipeline-summary.png")
         assert "held-out" in text.lower() or "accuracy" in text.lower(), text[:2000]
+        # the evaluation's checkpoint chart shows (it was a store path, a broken image, in the pipeline summary)
+        images = _wait(lambda: _images_if_loaded(drv), 30, "the pipeline summary's images to load")
+        assert any(src.startswith("data:image/png") for src, _ in images) and all(w > 0 for _, w in images), images
+        rl_md = next(a for a in served.artifacts_of(run_id) if a["key"] == "reasoning-rl-summary")
+        _page_shows(drv, f"{served.ui}/artifacts/artifact/{rl_md['id']}", ["zero-var tokens"],
+                    shots / "reasoning-rl-summary.png")
+        # the step table is a table (a header cell "|A|" once left it as raw "|" text)
+        assert drv.find_elements("xpath", "//table//th[contains(normalize-space(), 'zero-var tokens')]")
+        assert "| step |" not in drv.find_element("tag name", "body").text
         _page_shows(drv, f"{served.ui}/artifacts/artifact/{ev[0]['id']}", ["evaluation", "Held-out accuracy", "ecommerce", "math"],
                     shots / "evaluation-summary.png")
     finally:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -10,30 +11,44 @@ from compass.bench.recipe import figures, zero_variance_tokens
 THINK, DOMAIN = ["math", "code"], ["ecommerce"]
 
 
-def _ck(**acc):
-    return {"accuracy": acc}
+def _rows(decoding="main", **checkpoints) -> list[dict]:
+    """eval_results rows: checkpoint -> suite -> one 0/1 per prompt (4 prompts a suite, one sample each)."""
+    return [{"checkpoint": ck, "suite": suite, "prompt_id": f"{suite}{i}", "correct": bool(c), "score": float(c),
+             "decoding": decoding}
+            for ck, suites in checkpoints.items() for suite, cs in suites.items() for i, c in enumerate(cs)]
+
+
+RUN = dict(base={"math": [0, 0, 0, 0], "code": [0, 0, 0, 0], "ecommerce": [1, 0, 0, 0]},
+           sft_longcot={"math": [1, 1, 0, 0], "code": [1, 0, 0, 0], "ecommerce": [0, 0, 0, 0]},
+           sft_domain={"math": [0, 0, 0, 0], "code": [0, 0, 0, 0], "ecommerce": [1, 1, 1, 0]},
+           merged={"math": [1, 0, 0, 0], "code": [1, 0, 0, 0], "ecommerce": [1, 1, 0, 0]},
+           phase1={"math": [1, 1, 1, 0], "code": [1, 1, 0, 0], "ecommerce": [1, 1, 0, 0]},
+           model={"math": [1, 1, 0, 0], "code": [1, 1, 0, 0], "ecommerce": [1, 1, 1, 1]})
 
 
 def test_figures_by_hand():
-    ck = {"base": _ck(math=0.0, code=0.0, ecommerce=0.25),
-          "sft_longcot": _ck(math=0.3, code=0.1, ecommerce=0.2),
-          "sft_domain": _ck(math=0.0, code=0.0, ecommerce=0.6),
-          "merged": _ck(math=0.25, code=0.1, ecommerce=0.62),
-          "phase1": _ck(math=0.45, code=0.15, ecommerce=0.55),
-          "model": _ck(math=0.4, code=0.14, ecommerce=0.7)}
-    f = figures(ck, THINK, DOMAIN, zv_tokens=300, tokens=1000)
-    assert f["sft_longcot_home_gain"] == pytest.approx(0.2)            # (0.3 + 0.1)/2 - 0
-    assert f["sft_domain_home_gain"] == pytest.approx(0.35)
-    assert f["merge_min_margin"] == pytest.approx(-0.025)              # min(0.175 - 0.2, 0.62 - 0.6)
-    assert f["reasoning_rl_gain"] == pytest.approx(0.125)              # 0.3 - 0.175
-    assert f["domain_rl_gain"] == pytest.approx(0.15)
-    assert f["reasoning_forgetting"] == pytest.approx(0.03)            # 0.3 - 0.27
+    f = figures(_rows(**RUN), THINK, DOMAIN, zv_tokens=300, tokens=1000)
+    assert f["sft_longcot_home_gain"] == pytest.approx(0.375)          # (0.5 + 0.25)/2 - 0
+    # paired per prompt: math differences 1,1,0,0 (SE sqrt(1/12)), code 1,0,0,0 (SE 1/4); suites equal weight
+    assert f["sft_longcot_home_gain_se"] == pytest.approx(math.sqrt(1 / 12 + 1 / 16) / 2)
+    assert f["sft_domain_home_gain"] == pytest.approx(0.5)
+    assert f["merge_min_margin"] == pytest.approx(-0.25)               # min(0.25 - 0.375, 0.5 - 0.75)
+    assert f["merge_min_margin_se"] == pytest.approx(0.25)             # the domain margin's: differences 0,0,-1,0
+    assert f["reasoning_rl_gain"] == pytest.approx(0.375)              # 0.625 - 0.25
+    assert f["domain_rl_gain"] == pytest.approx(0.5)
+    assert f["reasoning_forgetting"] == pytest.approx(0.125)           # 0.625 - 0.5
     assert f["rl_zero_variance_token_share"] == pytest.approx(0.3)
+    score = figures(_rows(**RUN), THINK, DOMAIN, 300, 1000, measure="mean score")
+    assert score["reasoning_rl_gain_score"] == f["reasoning_rl_gain"]  # 0/1 scores here: the same numbers
+    assert "rl_zero_variance_token_share" not in score
+    assert figures(_rows(**RUN), THINK, DOMAIN, 0, 0, measure="mean@k")["reasoning_rl_gain_mean_at_k"] is None
+    sampled = figures(_rows("sampled", **RUN), THINK, DOMAIN, 0, 0, measure="mean@k")
+    assert sampled["reasoning_rl_gain_mean_at_k"] == pytest.approx(0.375)
 
 
 def test_missing_checkpoints_give_none():
-    f = figures({"model": _ck(math=0.1)}, THINK, DOMAIN, 0, 0)
-    assert f["reasoning_rl_gain"] is None and f["merge_min_margin"] is None
+    f = figures(_rows(model={"math": [1, 0]}), THINK, DOMAIN, 0, 0)
+    assert f["reasoning_rl_gain"] is None and f["merge_min_margin"] is None and f["reasoning_rl_gain_se"] is None
     assert f["rl_zero_variance_token_share"] is None
 
 

@@ -1,6 +1,8 @@
 """Planning the DAG: what runs for a given set of provided artifacts and targets."""
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from compass.dag.config import PipelineConfig
@@ -85,8 +87,13 @@ def test_pipeline_summary_says_what_ran_and_ends_with_the_held_out_table(tmp_pat
     from compass.store.store import ArtifactStore
     store = ArtifactStore(str(tmp_path / "store"))
     from tests.helpers import commit_artifact
-    table = "## Held-out accuracy\n\n| checkpoint | math |\n|---|---:|\n| final | 0.500 |\n"
-    report = commit_artifact(store, "report", "eval_report", lambda w: w.path("summary.md").write_text(table)).uri
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    table = "## Held-out accuracy\n\n![chart](plots/heldout.png)\n\n| checkpoint | math |\n|---|---:|\n| final | 0.500 |\n"
+
+    def fill(w):
+        w.path("summary.md").write_text(table)
+        w.path("plots/heldout.png").write_bytes(png)
+    report = commit_artifact(store, "report", "eval_report", fill).uri
     rows = [{"run_name": "world", "stage": "world", "status": "reused", "version": "a", "wall_s": 0.1,
              "outputs": {}},
             {"run_name": "evaluation", "stage": "evaluation", "status": "ran", "version": "b", "wall_s": 9.0,
@@ -95,6 +102,8 @@ def test_pipeline_summary_says_what_ran_and_ends_with_the_held_out_table(tmp_pat
     assert "1 stage run(s) ran, 1 reused stored outputs." in md
     assert "| evaluation | **ran** |" in md and "| world | reused |" in md
     assert md.rstrip().endswith("| final | 0.500 |")
+    # the chart inlined, as in the evaluation's own summary: a store path is no URL the Prefect UI can fetch
+    assert f"![chart](data:image/png;base64,{base64.b64encode(png).decode()})" in md and "(plots/" not in md
 
 
 def test_eval_suites_become_labelled_evaluation_inputs(tmp_path):

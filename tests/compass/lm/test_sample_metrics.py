@@ -1,12 +1,13 @@
-"""pass@k, mean@k and maj@k against values worked out by hand (binomials written out, never the code's
+"""pass@k, mean@k, maj@k and the standard errors over prompts against values worked out by hand (binomials written out, never the code's
 product form)."""
 from __future__ import annotations
 
+import math
 from math import comb
 
 import pytest
 
-from compass.lm.sample_metrics import answer_key, k_metrics, majority_correct, pass_at_k
+from compass.lm.sample_metrics import answer_key, k_metrics, majority_correct, paired_se, pass_at_k, prompt_se
 
 
 @pytest.mark.parametrize("n,c,k,expect", [
@@ -61,3 +62,20 @@ def test_k_metrics_by_hand():
     assert m["math"]["pass"][2] == pytest.approx(((1 - comb(2, 2) / comb(4, 2)) + (1 - comb(3, 2) / comb(4, 2))) / 2)
     assert m["math"]["pass"][4] == pytest.approx(1.0)
     assert m["code"] == {"k": 2, "mean": 0.0, "maj": 0.0, "pass": {1: 0.0, 2: 0.0}}
+
+
+def test_prompt_se_by_hand():
+    # prompt means 1, 0, 0.5, 0.5: mean 0.5, sample variance (0.25 + 0.25 + 0 + 0) / 3 = 1/6, SE sqrt(1/6 / 4)
+    assert prompt_se([[1, 1], [0, 0], [1, 0], [0, 1]]) == pytest.approx(math.sqrt(1 / 24))
+    # one 0/1 sample per prompt: sqrt(p (1 - p) / (P - 1)); 3 of 5 right
+    assert prompt_se([[1], [1], [1], [0], [0]]) == pytest.approx(math.sqrt(0.6 * 0.4 / 4))
+    assert prompt_se([[1, 0]]) is None and prompt_se([]) is None
+
+
+def test_paired_se_uses_per_prompt_differences_on_shared_prompts():
+    new = {"a": [1.0], "b": [1.0], "c": [0.0], "only_new": [1.0]}
+    old = {"a": [0.0], "b": [1.0], "c": [0.0], "only_old": [0.0]}
+    # differences 1, 0, 0: mean 1/3, sample variance ((2/3)^2 + 2 (1/3)^2) / 2 = 1/3, SE sqrt(1/3 / 3) = 1/3
+    assert paired_se(new, old) == pytest.approx(1 / 3)
+    # the same prompts moving together: no spread in the difference, where unpaired SEs would add up
+    assert paired_se({"a": [1.0], "b": [0.0]}, {"a": [1.0], "b": [0.0]}) == 0.0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from compass.rl.run_summary import MAX_ROWS, run_summary_md
+from tests.helpers import gfm_table_problems
 
 
 def _row(step, tokens, zp, zf, n=4):
@@ -20,6 +21,12 @@ def test_headline_and_at_most_max_rows_steps():
     assert "50% of 240 groups, 30% of rollout tokens; 30 prompt draw(s) skipped" in md and "N 4, 8" in md
     table = [ln for ln in md.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert len(table) == MAX_ROWS and table[0].startswith("| 0 |") and table[-1].startswith("| 29 |")
+    assert gfm_table_problems(md) == []          # a header cell "|A|" made the Prefect UI show raw "|" text
+
+
+def test_the_table_checker_sees_a_pipe_inside_a_cell():
+    assert gfm_table_problems("| a | |A| |\n|---|---|\n| 1 | 2 |\n") == ["4 cells, not 2: | a | |A| |"]
+    assert gfm_table_problems("| a | \\|A\\| |\n|---|---|\n| 1 | 2 |\n") == []
 
 
 def test_no_step():

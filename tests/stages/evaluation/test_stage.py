@@ -9,6 +9,7 @@ import pytest
 from compass.store.store import ArtifactStore
 from stages.evaluation import stage as evaluation
 from stages.evaluation.config import EvalConfig
+from tests.helpers import gfm_table_problems
 
 pytestmark = pytest.mark.ray      # starts a local Ray (tests/conftest.py)
 
@@ -256,17 +257,17 @@ def test_greedy_with_several_samples_is_a_config_error():
         EvalConfig(samples_per_prompt=4, temperature=0.0)
 
 
-def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_arts, tmp_path, monkeypatch):
-    """Base and final checkpoints (the same weights here); the generation is swapped for known answers:
-    the base gets every prompt wrong, the final every e-commerce prompt right, so the table's changes are
-    known. With 4 samples per prompt the pass@k / maj@k table is written too."""
+def _known_answers(monkeypatch, calls_per_checkpoint: int = 1) -> list[str]:
+    """Swap the generation for known answers: the first checkpoint evaluated (its first ``calls_per_checkpoint``
+    calls) gets every prompt wrong, later ones the first two samples of each e-commerce prompt right. Returns the
+    list of calls (checkpoint URIs)."""
     real = evaluation.generate_and_score
     calls = []
 
     def known(model, tok, rows, uri, **kw):
         out = real(model, tok, rows[:0], uri, **kw)   # the real path on no rows: types and signature stay true
         calls.append(uri)
-        right = len(calls) > 1
+        right = len(calls) > calls_per_checkpoint
         for r in rows:
             for k in range(kw["samples_per_prompt"]):
                 ok = right and r["domain"] == "ecommerce" and k < 2
@@ -277,6 +278,14 @@ def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_art
         return out
 
     monkeypatch.setattr(evaluation, "generate_and_score", known)
+    return calls
+
+
+def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_arts, tmp_path, monkeypatch):
+    """Base and final checkpoints (the same weights here); the generation is swapped for known answers:
+    the base gets every prompt wrong, the final every e-commerce prompt right, so the table's changes are
+    known. With 4 samples per prompt the pass@k / maj@k table is written too."""
+    calls = _known_answers(monkeypatch)
     store = ArtifactStore(str(tmp_path / "s"))
     cfg = EvalConfig(samples_per_prompt=4, temperature=1.0, max_new_tokens=4)
     res = evaluation.run(cfg, {"model": world_arts["base"], "base": world_arts["base"],
@@ -295,7 +304,32 @@ def test_every_checkpoint_in_one_table_with_the_change_each_stage_made(world_art
     assert k["maj"] == 1.0                                      # "A" twice against "2" and "3" once: A wins
     md = (store.open(res.outputs["report"]).local_dir() / "report.md").read_text()
     assert "## Every checkpoint of the run" in md and "| final | " in md
-    assert "0.500 (+0.500)" in md                                # the final's change over the base
+    assert "0.500 ± 0.000 (+0.500 ± 0.000)" in md                # the final's change over the base, ± SEs
     assert "## pass@k, mean@k, maj@k" in md
     png = store.open(res.outputs["report"]).local_dir() / "checkpoints.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "(checkpoints.png)" in md
+
+
+def test_greedy_and_mean_at_k_from_one_run(world_arts, tmp_path, monkeypatch):
+    """``sampled: {k: 4}``: each checkpoint is decoded twice in the one run (greedy, then 4 samples at
+    temperature 1); the rows say which, summary.json keeps both with standard errors, the report has both."""
+    calls = _known_answers(monkeypatch, calls_per_checkpoint=2)
+    store = ArtifactStore(str(tmp_path / "s"))
+    cfg = EvalConfig(max_new_tokens=4, sampled={"k": 4, "temperature": 1.0})
+    res = evaluation.run(cfg, {"model": world_arts["base"], "base": world_arts["base"],
+                               "suites": world_arts["eval_prompts"]}, store)
+    assert len(calls) == 4
+    rows = store.open(res.outputs["results"]).read_table().to_pylist()
+    n = len(world_arts["eval_prompts"].read_table())
+    assert [sum(r["decoding"] == d and r["checkpoint"] == c for r in rows)
+            for c in ("base", "model") for d in ("main", "sampled")] == [n, 4 * n, n, 4 * n]
+    summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    final = summary["checkpoints"]["model"]
+    # greedy: the known answers' sample 0 is right on every e-commerce prompt; sampled: 2 of 4 on each
+    assert final["accuracy"]["ecommerce"] == 1.0 and final["accuracy_se"]["ecommerce"] == 0.0
+    assert final["sampled"]["k"] == 4 and final["sampled"]["accuracy"]["ecommerce"] == 0.5
+    assert final["sampled"]["accuracy_se"]["ecommerce"] == 0.0            # every prompt 2 of 4: no spread
+    assert summary["checkpoints"]["base"]["sampled"]["accuracy"]["ecommerce"] == 0.0
+    assert summary["suites"]["ecommerce"]["accuracy"] == 1.0 and "sampled" not in summary   # the final's details: main
+    md = (store.open(res.outputs["report"]).local_dir() / "summary.md").read_text()
+    assert "### mean@4 at temperature 1.0" in md and "### Mean score" in md and gfm_table_problems(md) == []
