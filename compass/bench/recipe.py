@@ -8,9 +8,10 @@ the RL phases' metrics it prints the checkpoint × suite table and one JSON line
 - ``sft_longcot_home_gain``, ``sft_domain_home_gain``: each SFT model's mean accuracy on its home suites
   (the merge sweep's ``thinking_domains`` / ``domain_domains``) minus the base model's;
 - ``merge_min_margin``: merged minus each parent on that parent's home suites, the worse of the two;
-- ``reasoning_rl_gain``: phase 1 minus merged on the reasoning suites (the thinking domains);
-- ``domain_rl_gain``: final minus phase 1 on the domain suites; ``reasoning_forgetting``: phase 1 minus
-  final on the reasoning suites;
+- ``reasoning_rl_gain``: phase 1 minus merged on the suites phase 1 trains on (the domains that make at least
+  5% of its prompt pool, from its checkpoint's ``pool_domains``), ``reasoning_rl_gain_untrained`` on the others;
+- ``domain_rl_gain``: final minus phase 1 on the suites phase 2 trains on, ``domain_rl_gain_untrained`` on the
+  others; ``reasoning_forgetting``: phase 1 minus final on phase 1's suites;
 - ``rl_zero_variance_token_share``: rollout tokens in zero-variance groups ÷ all RL rollout tokens, both
   phases (from each phase's ``metrics.jsonl``).
 
@@ -42,13 +43,19 @@ from compass.rl.run_summary import zero_variance_tokens as run_zero_variance_tok
 
 CKPTS = ("base", "sft_longcot", "sft_domain", "merged", "phase1", "model")
 FIGURES = ("sft_longcot_home_gain", "sft_domain_home_gain", "merge_min_margin", "reasoning_rl_gain",
-           "domain_rl_gain", "reasoning_forgetting", "rl_zero_variance_token_share")
-# figure -> (checkpoint, the checkpoint it is compared with, the suites: a parent's home)
+           "reasoning_rl_gain_untrained", "domain_rl_gain", "domain_rl_gain_untrained", "reasoning_forgetting",
+           "rl_zero_variance_token_share")
+# figure -> (checkpoint, the checkpoint it is compared with, the suites: a parent's home, or what an RL phase
+# trains on, or the suites it does not train on)
 CHANGES = {"sft_longcot_home_gain": ("sft_longcot", "base", "thinking"),
            "sft_domain_home_gain": ("sft_domain", "base", "domain"),
-           "reasoning_rl_gain": ("phase1", "merged", "thinking"),
-           "domain_rl_gain": ("model", "phase1", "domain"),
-           "reasoning_forgetting": ("phase1", "model", "thinking")}
+           "reasoning_rl_gain": ("phase1", "merged", "phase1"),
+           "reasoning_rl_gain_untrained": ("phase1", "merged", "phase1_other"),
+           "domain_rl_gain": ("model", "phase1", "phase2"),
+           "domain_rl_gain_untrained": ("model", "phase1", "phase2_other"),
+           "reasoning_forgetting": ("phase1", "model", "phase1")}
+# a suite counts as trained by an RL phase when its domain is at least this share of the phase's prompt pool
+TRAINED_SHARE = 0.05
 MARGINS = (("merged", "sft_longcot", "thinking"), ("merged", "sft_domain", "domain"))
 # what a figure is measured on: (eval_results field, decoding, suffix of the figure's name)
 MEASURES = {"accuracy": ("correct", "main", ""), "mean score": ("score", "main", "_score"),
@@ -80,14 +87,29 @@ def change(values: dict, new: str, old: str, suites) -> tuple[float | None, floa
     return diff, se
 
 
+def trained_suites(pool_domains: dict[str, int] | None) -> list[str] | None:
+    """The domains that make at least ``TRAINED_SHARE`` of an RL phase's pool (its manifest's ``pool_domains``);
+    None when the run did not record it."""
+    if not pool_domains:
+        return None
+    n = sum(pool_domains.values())
+    return sorted(d for d, c in pool_domains.items() if c >= TRAINED_SHARE * n)
+
+
 def figures(rows: list[dict], thinking: list[str], domain: list[str], zv_tokens: int, tokens: int,
-            measure: str = "accuracy") -> dict:
+            measure: str = "accuracy", phase1: list[str] | None = None, phase2: list[str] | None = None) -> dict:
     """The headline figures of one run from its eval_results rows, on ``measure`` (a key of ``MEASURES``:
     the figure names carry its suffix), each with ``_se`` beside it (over prompts, paired); the zero-variance
-    share with the accuracy figures."""
+    share with the accuracy figures. ``phase1``/``phase2``: the suites each RL phase trains on
+    (``trained_suites``); each phase's gain is measured there and, as ``…_untrained``, on the other suites.
+    Without them the merge sweep's homes stand in (reasoning: ``thinking``, domain: ``domain``)."""
     field, decoding, suffix = MEASURES[measure]
     values = per_prompt_values(rows, field, decoding)
-    homes = {"thinking": thinking, "domain": domain}
+    suites = sorted({s for ck in values.values() for s in ck})
+    phase1, phase2 = phase1 or thinking, phase2 or domain
+    homes = {"thinking": thinking, "domain": domain, "phase1": phase1, "phase2": phase2,
+             "phase1_other": [s for s in suites if s not in phase1],
+             "phase2_other": [s for s in suites if s not in phase2]}
     out = {}
     for name, (new, old, home) in CHANGES.items():
         out[name + suffix], out[f"{name}{suffix}_se"] = change(values, new, old, homes[home])
@@ -132,7 +154,8 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
         raise SystemExit(f"compass run (seed {seed}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     st = ArtifactStore(str(store))
     summary = json.loads(st.get("report", "eval_report").read_bytes("summary.json"))
-    metrics = [st.get("checkpoint", name).local_dir() / "metrics.jsonl" for name in ("ckpt_r1", "ckpt_final")]
+    rl = [st.get("checkpoint", name) for name in ("ckpt_r1", "ckpt_final")]
+    metrics = [c.local_dir() / "metrics.jsonl" for c in rl]
     pipe = yaml.safe_load(cfg_path.read_text())
     sweep = pipe.get("merge", {}).get("sweep", {})          # the merge sweep names each parent's home domains
     return {"wall_s": wall, "checkpoints": summary.get("checkpoints", {}),
@@ -140,7 +163,8 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
                 columns=["checkpoint", "suite", "prompt_id", "correct", "score", "decoding"]).to_pylist(),
             "thinking": sweep.get("thinking_domains", ["math", "code", "tool"]),
             "domain": sweep.get("domain_domains", ["ecommerce", "general", "instruction"]),
-            "zv": zero_variance_tokens([m for m in metrics if m.exists()])}
+            "zv": zero_variance_tokens([m for m in metrics if m.exists()]),
+            "trained": [trained_suites(c.manifest.extra.get("pool_domains")) for c in rl]}
 
 
 def main(argv: list[str]) -> int:
@@ -162,16 +186,19 @@ def main(argv: list[str]) -> int:
         for seed in range(args.seeds):
             r = run_once(config, seed, Path(tmp))
             rows = r.pop("rows")
-            r["figures"] = {k: v for m in MEASURES for k, v in figures(rows, r["thinking"], r["domain"], *r["zv"],
-                                                                       measure=m).items()}
+            r["figures"] = {k: v for m in MEASURES for k, v in figures(
+                rows, r["thinking"], r["domain"], *r["zv"], measure=m, phase1=r["trained"][0],
+                phase2=r["trained"][1]).items()}
             runs.append(r)
             print(f"seed {seed}: {r['wall_s']:.0f} s")
     peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20     # KiB on Linux
     last = runs[-1]
     suites = sorted({s for c in last["checkpoints"].values() for s in c["accuracy"]})
     labels = {slot: c.get("label", slot) for slot, c in last["checkpoints"].items()}
-    print(f"\nheld-out accuracy, mean over {len(runs)} seed(s) (reasoning suites: {', '.join(last['thinking'])}; "
-          f"domain: {', '.join(last['domain'])})")
+    trained = [", ".join(t) if t else "not recorded" for t in last["trained"]]
+    print(f"\nheld-out accuracy, mean over {len(runs)} seed(s) (the merge's homes: reasoning "
+          f"{', '.join(last['thinking'])}; domain {', '.join(last['domain'])}. Trained by reasoning RL: {trained[0]}; "
+          f"by domain RL: {trained[1]})")
     print(f"{'checkpoint':<14}" + "".join(f"{s:>13}" for s in suites))
     for slot in [s for s in CKPTS if s in last["checkpoints"]]:
         cells = []

@@ -9,6 +9,7 @@ Outputs (slots of both RL stages):
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Sequence
 
 import torch
@@ -41,6 +42,8 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
         if not prompts:
             raise ValueError(f"{desc}: sampling.pass_rate_filter {cfg.sampling.pass_rate_filter} left no prompt to "
                              "train on")
+    # what the phase trains on, by domain: the recipe bench measures each phase's gain on these suites
+    extra["pool_domains"] = dict(sorted(Counter(p.domain or "?" for p in prompts).items()))
     model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
     log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
              min(cfg.sampling.prompts_per_step, len(prompts)), cfg.sampling.group_size, policy.uri)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from compass.bench.recipe import figures, zero_variance_tokens
+from compass.bench.recipe import figures, trained_suites, zero_variance_tokens
 
 THINK, DOMAIN = ["math", "code"], ["ecommerce"]
 
@@ -44,6 +44,17 @@ def test_figures_by_hand():
     assert figures(_rows(**RUN), THINK, DOMAIN, 0, 0, measure="mean@k")["reasoning_rl_gain_mean_at_k"] is None
     sampled = figures(_rows("sampled", **RUN), THINK, DOMAIN, 0, 0, measure="mean@k")
     assert sampled["reasoning_rl_gain_mean_at_k"] == pytest.approx(0.375)
+
+
+def test_each_rl_phase_measured_on_the_suites_it_trains_and_the_others_beside():
+    assert trained_suites({"math": 100, "code": 4, "ecommerce": 6}) == ["ecommerce", "math"]   # >= 5% of 110
+    assert trained_suites(None) is None and trained_suites({}) is None
+    f = figures(_rows(**RUN), THINK, DOMAIN, 0, 0, phase1=["math"], phase2=["ecommerce", "code"])
+    assert f["reasoning_rl_gain"] == pytest.approx(0.5)                # math 0.75 - 0.25
+    assert f["reasoning_rl_gain_untrained"] == pytest.approx(0.125)    # code +0.25, e-commerce 0
+    assert f["domain_rl_gain"] == pytest.approx(0.25)                  # (e-commerce +0.5, code 0) / 2
+    assert f["domain_rl_gain_untrained"] == pytest.approx(-0.25)       # math 0.5 - 0.75
+    assert f["reasoning_forgetting"] == pytest.approx(0.25)            # math 0.75 - 0.5
 
 
 def test_missing_checkpoints_give_none():

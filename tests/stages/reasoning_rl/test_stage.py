@@ -99,6 +99,7 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
 
     extra = ckpt.manifest.extra
     assert extra["steps"] == cfg.steps and extra["samples"] == n and extra["prompts_available"] == 14
+    assert extra["pool_domains"] == {"ecommerce": 2, "math": 12}      # math_exact rows of e-commerce too
     assert extra["policy"] == inputs["policy"].uri
     assert stats_art.manifest.extra["samples"] == n
     model, tok = load_checkpoint(ckpt.local_dir())
