@@ -59,7 +59,7 @@ def test_report_files(evaluated):
     assert set(summary["suites"]["math"]["accuracy_by_difficulty"]) == {"1", "2", "3", "4", "5"}
     md = (d / "report.md").read_text()
     for suite, s in summary["suites"].items():
-        assert f"| {suite} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} |" in md
+        assert f"| {suite} | {s['prompts']} | {s['samples']} | {s['accuracy']:.3f} ± {s['accuracy_se']:.3f} |" in md
     # the verifiers' reasons: counted from the results table, the most frequent listed in the report
     rows = arts["results"].read_table().to_pylist()
     counted: dict = {}
