@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from compass.credentials import redact
+from compass.import_hook import spec_from_other_finders
 
 OURS = "compass"
 FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -133,13 +134,8 @@ class _AdoptOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name not in ADOPTED:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
+        spec = spec_from_other_finders(self, name, path, target)
+        if spec is None:
             return None
         loader = spec.loader
         exec_module = getattr(loader, "exec_module", None)

@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from compass.import_hook import spec_from_other_finders
+
 OPT_OUT = "COMPASS_TRANSFORMERS_AS_IS"
 IMPORT_UTILS = "transformers.utils.import_utils"
 # module -> the availability check it must see as False while it loads (it binds the name at import)
@@ -162,15 +164,10 @@ class _Hook:
     def find_spec(self, name, path=None, target=None):
         if name not in self.targets or name in sys.modules:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, name)
-                return spec
-        return None
+        spec = spec_from_other_finders(self, name, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _Loader(spec.loader, name)
+        return spec
 
 
 def install() -> None:
