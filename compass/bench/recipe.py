@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from compass.lm.sample_metrics import paired_se
+from compass.lm.sample_metrics import paired_se, values_by_prompt
 from compass.rl.run_summary import zero_variance_tokens as run_zero_variance_tokens
 
 CKPTS = ("base", "sft_longcot", "sft_domain", "merged", "phase1", "model")
@@ -65,12 +65,11 @@ MEASURES = {"accuracy": ("correct", "main", ""), "mean score": ("score", "main",
 def per_prompt_values(rows: list[dict], field: str, decoding: str) -> dict:
     """checkpoint -> suite -> prompt id -> the samples' ``field`` values, from eval_results rows of one
     ``decoding`` (rows written before the column existed are "main")."""
-    out: dict = {}
+    groups: dict = {}
     for r in rows:
         if (r.get("decoding") or "main") == decoding:
-            out.setdefault(r["checkpoint"], {}).setdefault(r["suite"], {}).setdefault(r["prompt_id"], []).append(
-                float(r[field]))
-    return out
+            groups.setdefault(r["checkpoint"], {}).setdefault(r["suite"], []).append(r)
+    return {ck: {suite: values_by_prompt(rs, field) for suite, rs in suites.items()} for ck, suites in groups.items()}
 
 
 def change(values: dict, new: str, old: str, suites) -> tuple[float | None, float | None]:

@@ -34,6 +34,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - miss
 
 
+def values_by_prompt(rows: Sequence[dict], field: str) -> dict[str, list[float]]:
+    """prompt id -> its rows' ``field`` values as floats (``correct`` becomes 0/1), in row order."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        out[r["prompt_id"]].append(float(r[field]))
+    return dict(out)
+
+
 def prompt_se(values_by_prompt: Sequence[Sequence[float]]) -> float | None:
     """SE of the mean over prompts of each prompt's mean value: sd(prompt means, ddof 1) / sqrt(P).
     ``values_by_prompt``: P lists, one per prompt, of its samples' values (correct as 0/1, or scores). One

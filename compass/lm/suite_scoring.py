@@ -9,7 +9,7 @@ import itertools
 from compass.gym.bfcl.converse import converse
 from compass.gym.score import THINK_CLOSE, judge, needs_judge, parse_verifier
 from compass.lm.chat import sample
-from compass.lm.sample_metrics import prompt_se
+from compass.lm.sample_metrics import prompt_se, values_by_prompt
 from compass.progress import progress
 
 
@@ -62,10 +62,7 @@ def generate_and_score(model, tok, rows: list[dict], model_uri: str, *, samples_
 
 
 def _by_prompt(rows: list[dict], field: str) -> list[list[float]]:
-    out: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        out[r["prompt_id"]].append(float(r[field]))
-    return list(out.values())
+    return list(values_by_prompt(rows, field).values())
 
 
 def summarize(results: list[dict]) -> dict:

@@ -43,7 +43,7 @@ from compass.gym.score import needs_judge
 from compass.lm.model_factory import load_checkpoint
 from compass.store.store import Artifact, ArtifactWriter
 from compass.lm.lm_eval_adapter import run_lm_eval
-from compass.lm.sample_metrics import k_metrics, paired_se
+from compass.lm.sample_metrics import k_metrics, paired_se, values_by_prompt
 from compass.lm.suite_scoring import generate_and_score, summarize
 from compass.rl.rollout.sampler import open_sampler
 from stages.evaluation.config import EvalConfig
@@ -79,11 +79,11 @@ def _parent(slot: str, present: list[str]) -> str | None:
 def per_prompt(rows: list[dict]) -> dict[str, dict[str, dict[str, list[float]]]]:
     """suite -> metric ("accuracy": correct as 0/1, "mean_score": score) -> prompt id -> its samples' values:
     what the standard errors and the paired changes are computed from."""
-    out: dict = defaultdict(lambda: {"accuracy": defaultdict(list), "mean_score": defaultdict(list)})
+    by_suite: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
-        out[r["suite"]]["accuracy"][r["prompt_id"]].append(float(r["correct"]))
-        out[r["suite"]]["mean_score"][r["prompt_id"]].append(float(r["score"]))
-    return out
+        by_suite[r["suite"]].append(r)
+    return {suite: {"accuracy": values_by_prompt(rs, "correct"), "mean_score": values_by_prompt(rs, "score")}
+            for suite, rs in by_suite.items()}
 
 
 def _pm(x: float | None, se: float | None) -> str:
