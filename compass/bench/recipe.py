@@ -13,7 +13,11 @@ the RL phases' metrics it prints the checkpoint × suite table and one JSON line
 - ``domain_rl_gain``: final minus phase 1 on the suites phase 2 trains on, ``domain_rl_gain_untrained`` on the
   others; ``reasoning_forgetting``: phase 1 minus final on phase 1's suites;
 - ``rl_zero_variance_token_share``: rollout tokens in zero-variance groups ÷ all RL rollout tokens, both
-  phases (from each phase's ``metrics.jsonl``).
+  phases (from each phase's ``metrics.jsonl``);
+- per RL phase (``reasoning_rl_…``, ``domain_rl_…``, from its checkpoint's manifest): the shares of its groups
+  that were all-pass and all-fail (``zv_all_pass``, ``zv_all_fail``), the prompt draws skipped before rollout
+  (``prompts_skipped``) and, where ``sampling.pool`` graded its pool, the graded prompts' all-pass and all-fail
+  shares (``pool_all_pass``, ``pool_all_fail``) and the grading's tokens (``pool_tokens``).
 
 Each figure is computed from the evaluation's per-sample rows on three measures: exact accuracy (the names
 above), the mean verifier score (``…_score``: partial credit) and, where the evaluation ran its ``sampled`` pass,
@@ -54,6 +58,11 @@ CHANGES = {"sft_longcot_home_gain": ("sft_longcot", "base", "thinking"),
            "domain_rl_gain": ("model", "phase1", "phase2"),
            "domain_rl_gain_untrained": ("model", "phase1", "phase2_other"),
            "reasoning_forgetting": ("phase1", "model", "phase1")}
+# per RL phase: figure suffix -> the key of its checkpoint manifest's ``extra``
+PHASE_KEYS = {"zv_all_pass": "zero_variance_all_pass_rate", "zv_all_fail": "zero_variance_all_fail_rate",
+              "prompts_skipped": "prompts_skipped", "pool_all_pass": "pool_all_pass_share",
+              "pool_all_fail": "pool_all_fail_share", "pool_tokens": "pool_tokens"}
+PHASES = ("reasoning_rl", "domain_rl")
 # a suite counts as trained by an RL phase when its domain is at least this share of the phase's prompt pool
 TRAINED_SHARE = 0.05
 MARGINS = (("merged", "sft_longcot", "thinking"), ("merged", "sft_domain", "domain"))
@@ -120,6 +129,16 @@ def figures(rows: list[dict], thinking: list[str], domain: list[str], zv_tokens:
     return out
 
 
+def phase_means(per_run: list[dict]) -> dict:
+    """Each ``<phase>_<PHASE_KEYS name>`` figure: its mean over the runs that recorded it (None: none did)."""
+    out = {}
+    for phase in PHASES:
+        for name in PHASE_KEYS:
+            vals = [r[f"{phase}_{name}"] for r in per_run if r.get(f"{phase}_{name}") is not None]
+            out[f"{phase}_{name}"] = round(statistics.mean(vals), 4) if vals else None
+    return out
+
+
 def zero_variance_tokens(metrics_files: list[Path]) -> tuple[int, int]:
     """(rollout tokens in zero-variance groups, all rollout tokens) over the metrics rows of the files."""
     rows = [json.loads(line) for f in metrics_files for line in f.read_text().splitlines()]
@@ -163,7 +182,9 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
             "thinking": sweep.get("thinking_domains", ["math", "code", "tool"]),
             "domain": sweep.get("domain_domains", ["ecommerce", "general", "instruction"]),
             "zv": zero_variance_tokens([m for m in metrics if m.exists()]),
-            "trained": [trained_suites(c.manifest.extra.get("pool_domains")) for c in rl]}
+            "trained": [trained_suites(c.manifest.extra.get("pool_domains")) for c in rl],
+            "phases": {f"{phase}_{name}": c.manifest.extra.get(key) for phase, c in zip(PHASES, rl)
+                       for name, key in PHASE_KEYS.items()}}
 
 
 def main(argv: list[str]) -> int:
@@ -231,5 +252,13 @@ def main(argv: list[str]) -> int:
             shown += f" [{out[f'{name}_std']:.3f}]" if f"{name}_std" in out else ""
             cells.append(f"{shown:>30}")
         print(f"{k:<30}" + "".join(cells))
+    phase_out = phase_means([r["phases"] for r in runs])
+    out.update(phase_out)
+    print(f"\nzero variance per RL phase, mean over seeds (shares of groups; pool: of the prompts graded before RL)")
+    print(f"{'phase':<14}" + "".join(f"{n:>17}" for n in PHASE_KEYS))
+    for phase in PHASES:
+        cells = [phase_out[f"{phase}_{name}"] for name in PHASE_KEYS]
+        print(f"{phase:<14}" + "".join(f"{'—' if v is None else (f'{v:,.0f}' if v > 1 else f'{v:.3f}'):>17}"
+                                       for v in cells))
     print(json.dumps(out))
     return 0

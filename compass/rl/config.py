@@ -303,6 +303,24 @@ class GroupSizeConfig(StrictModel):
         return self
 
 
+class PoolConfig(StrictModel):
+    """The prompts a phase trains on, graded by its starting policy before RL (paper §2.4.1: prompts a model
+    always solves are dropped first; compass.rl.sampling.pool). A seeded draw of ``candidates`` prompts is
+    sampled ``k`` times each and scored by the phase's reward; prompts solved every time are dropped, at most
+    ``size`` of the rest kept, and each one's measured pass rate becomes its prior for ``prefilter`` and
+    ``auto_group_size``."""
+    size: int = Field(256, ge=1, description="prompts kept at most: small enough that prompts come back during "
+                                             "the run (steps x prompts_per_step draws)")
+    candidates: int | None = Field(None, ge=1, description="prompts graded, a seeded draw (None: 2 x size)")
+    k: int = Field(4, ge=1, description="samples per graded prompt")
+    temperature: float | None = Field(None, gt=0, description="sampling temperature (None: rollout.temperature)")
+    max_new_tokens: int | None = Field(None, ge=1, description="token budget per sample (None: "
+                                                               "rollout.max_new_tokens)")
+    drop_always_solved: bool = Field(True, description="leave out prompts all k samples pass")
+    drop_never_solved: bool = Field(False, description="leave out prompts no sample passes")
+    batch_size: int = Field(128, ge=1, description="prompts sampled together")
+
+
 class SamplingConfig(StrictModel):
     """Which prompts each step draws, how many samples each, and which groups reach the update."""
     prompts_per_step: int = Field(8, ge=1, description="GRPO groups per step")
@@ -314,6 +332,8 @@ class SamplingConfig(StrictModel):
     dynamic_max_rounds: int = Field(4, ge=1, description="DAPO: most generation rounds per step")
     retire_solved: bool = Field(False, description="stop sampling a prompt once every sample of a group of it got "
                                                    "full marks (reward 1)")
+    pool: PoolConfig | None = Field(None, description="grade a draw of the prompts with the starting policy and "
+                                                      "train on the ones it does not always solve (off: None)")
     pass_rate_filter: tuple[float, float] | None = Field(
         None, description="before RL, drop prompts whose graded pass rate is <= lo or >= hi (ungraded stay)")
     prefilter: PrefilterConfig | None = Field(None, description="skip prompts predicted zero-variance before "

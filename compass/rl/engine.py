@@ -89,6 +89,7 @@ class RLResult:
             "reward_errors_by_reason": _sum_counts(x.get("reward_errors_by_reason", {}) for x in m),
             "zero_variance_all_pass_rate": zv_pass / groups if groups else None,
             "zero_variance_all_fail_rate": zv_fail / groups if groups else None,
+            "prompts_skipped": sum(x.get("prompts_skipped", 0) for x in m),
             "prompts_measured": len(self.prompt_stats.rows()),
             "time_s": sum(x["time_step_s"] for x in m),
             "trainer_restarts": self.trainer_restarts,

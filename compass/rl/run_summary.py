@@ -28,6 +28,19 @@ def zero_variance_tokens(metrics: Sequence[dict]) -> tuple[float, int]:
     return zv, sum(m["tokens"] for m in metrics)
 
 
+def _pool_lines(summary: dict) -> list[str]:
+    """The pool graded before RL (``sampling.pool``: compass.rl.sampling.pool), when there was one."""
+    if not summary.get("pool_graded"):
+        return []
+    by = ", ".join(f"{d} {n}" for d, n in (summary.get("pool_kept_by_domain") or {}).items())
+    return [f"Pool: {summary['pool_graded']} prompts graded by the starting policy, {summary['pool_k']} samples each "
+            f"({summary['pool_tokens']:,} tokens, {summary['pool_grading_s']:.0f} s, not in the rollout tokens "
+            f"above): {_f(summary['pool_all_pass_share'], '.0%')} all-pass, "
+            f"{_f(summary['pool_all_fail_share'], '.0%')} all-fail; dropped {summary['pool_dropped_always_solved']} "
+            f"always solved and {summary['pool_dropped_never_solved']} never solved; trained on "
+            f"{summary['pool_kept']} (mean pass rate {_f(summary['pool_kept_mean_pass_rate'], '.2f')}: {by}).", ""]
+
+
 PLOTS = ("reward", "zero_variance")      # compass.rl.metrics_log's plots shown in the summary, when drawn
 
 
@@ -43,9 +56,12 @@ def run_summary_md(desc: str, metrics: Sequence[dict], summary: dict, plots: Seq
     lines += [f"{len(metrics)} steps, {tokens:,} rollout tokens. Training reward {_f(summary['reward_mean_first'])} "
               f"→ {_f(summary['reward_mean_last'])} (first → last step; held-out results are the evaluation "
               f"stage's).", "",
-              f"Zero variance: {_f(summary['zero_variance_rate'], '.0%')} of {groups} groups, "
+              f"Zero variance: {_f(summary['zero_variance_rate'], '.0%')} of {groups} groups (all-pass "
+              f"{_f(summary.get('zero_variance_all_pass_rate'), '.0%')}, all-fail "
+              f"{_f(summary.get('zero_variance_all_fail_rate'), '.0%')}), "
               f"{zv_tokens / max(tokens, 1):.0%} of rollout tokens; {skipped} prompt draw(s) skipped before "
               f"rollout; group size N {', '.join(str(n) for n in sorted({m['group_size'] for m in metrics}))}.", "",
+              *_pool_lines(summary),
               "| step | reward | zero-var groups (all-pass / all-fail) | zero-var tokens | N | skipped | mean abs(A) per token |",
               "|---:|---:|---|---:|---:|---:|---:|"]
     for m in _pick(metrics, MAX_ROWS):

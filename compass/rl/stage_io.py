@@ -42,12 +42,14 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
         if not prompts:
             raise ValueError(f"{desc}: sampling.pass_rate_filter {cfg.sampling.pass_rate_filter} left no prompt to "
                              "train on")
-    # what the phase trains on, by domain: the recipe bench measures each phase's gain on these suites
-    extra["pool_domains"] = dict(sorted(Counter(p.domain or "?" for p in prompts).items()))
     model, tok = load_checkpoint(policy.local_dir(), dtype=torch.float32)
+    ckpt = outputs["checkpoint"]
+    if cfg.sampling.pool is not None:
+        prompts = _pool(cfg, model, tok, prompts, score_fn, extra, ckpt, log=log, desc=desc)
     log.info("%s: %d prompts, %d steps x %d prompts x %d samples from %s", desc, len(prompts), cfg.steps,
              min(cfg.sampling.prompts_per_step, len(prompts)), cfg.sampling.group_size, policy.uri)
-    ckpt = outputs["checkpoint"]
+    # what the phase trains on, by domain: the recipe bench measures each phase's gain on these suites
+    extra["pool_domains"] = dict(sorted(Counter(p.domain or "?" for p in prompts).items()))
     # the run's state dir (compass.runtime.stage_state): a re-run of this version after a kill resumes from it,
     # and the runner removes it once the outputs are committed
     state_dir = state_dir_for(ckpt) if cfg.checkpoint_every else None
@@ -72,3 +74,30 @@ def run_rl(cfg: RLConfig, policy: Artifact, prompts: Sequence[RLPrompt], outputs
              100 * summary["all_fail_verifier_fault_share"],
              ", ".join(f"{k} {v}" for k, v in list(reasons.items())[:10]) or "none")
     return result
+
+
+def _pool(cfg: RLConfig, model, tok, prompts: Sequence[RLPrompt], score_fn, extra: dict, ckpt: ArtifactWriter, *,
+          log: logging.Logger, desc: str) -> list[RLPrompt]:
+    """``sampling.pool``: the prompts graded by the starting policy and selected (compass.rl.sampling.pool); the
+    per-prompt grades go beside the checkpoint (``pool.parquet``), the counts into ``extra``."""
+    import pyarrow.parquet as pq
+    from compass.gym.score import judge
+    from compass.rl.sampling.pool import build_pool
+    pc = cfg.sampling.pool
+    kept, table, rep = build_pool(model, tok, prompts, pc, rollout_backend=cfg.rollout.backend.kind,
+                                  temperature=cfg.rollout.temperature, max_new_tokens=cfg.rollout.max_new_tokens,
+                                  pass_threshold=cfg.reward.pass_threshold, score_fn=score_fn or judge,
+                                  seed=cfg.seed * 1_000_003 + 17)
+    pq.write_table(table, ckpt.path("pool.parquet"))
+    extra.update(rep)
+    log.info("%s: pool graded by the starting policy: %d of %d prompts x %d samples (%d tokens, %.0fs): "
+             "%.0f%% all-pass, %.0f%% all-fail; dropped %d always solved, %d never solved; kept %d (mean pass "
+             "rate %s)", desc, rep["pool_graded"], len(prompts), pc.k, rep["pool_tokens"], rep["pool_grading_s"],
+             100 * (rep["pool_all_pass_share"] or 0), 100 * (rep["pool_all_fail_share"] or 0),
+             rep["pool_dropped_always_solved"], rep["pool_dropped_never_solved"], rep["pool_kept"],
+             "-" if rep["pool_kept_mean_pass_rate"] is None else f"{rep['pool_kept_mean_pass_rate']:.2f}")
+    if not kept:
+        raise ValueError(f"{desc}: sampling.pool kept no prompt: all {rep['pool_graded']} graded were dropped "
+                         f"({rep['pool_dropped_always_solved']} always solved, {rep['pool_dropped_never_solved']} "
+                         "never solved); raise pool.candidates or turn a drop off")
+    return kept

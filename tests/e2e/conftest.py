@@ -12,11 +12,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
+POOL = {"size": 6, "candidates": 8, "k": 2}
 # Smaller than tiny.yaml: these tests run the pipeline several times.
 E2E_OVERRIDES = {
     "world": {"suites": {"arithmetic": {"n": 120, "n_eval": 8}, "ecommerce_category": {"n": 60, "n_eval": 8}},
               "n_preference_pairs": 24},
-    "data_filter": {"grading": {"train_steps": 4, "k": 2, "max_new_tokens": 8, "max_prompts": 16}},
     "sft_longcot": {"steps": 6, "batch_size": 8, "eval_max_new_tokens": 16, "eval_max_prompts_per_suite": 4},
     "sft_domain": {"steps": 6, "batch_size": 8, "eval_max_new_tokens": 16, "eval_max_prompts_per_suite": 4},
     "merge": {"sweep": {"methods": ["ties"], "thinking_weights": [0.5, 0.7], "dev_per_suite": 2,
@@ -24,9 +24,11 @@ E2E_OVERRIDES = {
     "genrm": {"steps": 3, "batch_size": 4, "max_new_tokens": 16, "eval_pairs": 4, "bt": {"steps": 3},
               "grpo": {"steps": 1, "sampling": {"prompts_per_step": 2, "group_size": 2},
                        "rollout": {"max_new_tokens": 16}}},
-    "reasoning_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2},
+    # the pool as tiny.yaml has it, smaller; never-solved prompts kept: a 6-step SFT model solves next to nothing
+    "reasoning_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2, "pool": POOL},
                      "rollout": {"max_new_tokens": 16}},
-    "domain_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2}, "rollout": {"max_new_tokens": 16}},
+    "domain_rl": {"steps": 1, "sampling": {"prompts_per_step": 4, "group_size": 2, "pool": POOL},
+                  "rollout": {"max_new_tokens": 16}},
     "evaluation": {"max_new_tokens": 16},
 }
 

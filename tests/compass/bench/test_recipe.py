@@ -69,3 +69,13 @@ def test_zero_variance_tokens_from_metrics_files(tmp_path):
     f = tmp_path / "metrics.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     assert zero_variance_tokens([f, f]) == (2 * (50 + 30), 800)
+
+
+def test_phase_means_over_the_runs_that_recorded_each_figure():
+    from compass.bench.recipe import PHASE_KEYS, phase_means
+    runs = [{"reasoning_rl_zv_all_pass": 0.1, "reasoning_rl_zv_all_fail": 0.3, "domain_rl_pool_tokens": 1000},
+            {"reasoning_rl_zv_all_pass": 0.2, "reasoning_rl_zv_all_fail": None, "domain_rl_pool_tokens": 3000}]
+    out = phase_means(runs)
+    assert len(out) == 2 * len(PHASE_KEYS)
+    assert out["reasoning_rl_zv_all_pass"] == pytest.approx(0.15) and out["reasoning_rl_zv_all_fail"] == 0.3
+    assert out["domain_rl_pool_tokens"] == 2000 and out["domain_rl_zv_all_pass"] is None

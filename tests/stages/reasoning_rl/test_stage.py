@@ -114,6 +114,35 @@ def test_default_config_trains_on_reasoning_prompts_and_writes_valid_outputs(wor
     assert again.status == "reused" and again.outputs == res.outputs
 
 
+def test_pool_graded_by_the_policy_is_what_the_run_trains_on(world):
+    """``sampling.pool``: a seeded draw graded by the starting policy, its grades beside the checkpoint and its
+    counts in the manifest; the run trains on the kept prompts only; a pool that keeps nothing is a clear error
+    and leaves no artifact."""
+    import pyarrow.parquet as pq
+    store, inputs = world
+    cfg = ReasoningRLConfig(steps=2, sampling={"prompts_per_step": 4, "pool": {"size": 5, "candidates": 8, "k": 2}},
+                            rollout={"max_new_tokens": 6})
+    res = reasoning_rl.run(cfg, inputs, store)
+    ckpt = store.open(res.outputs["checkpoint"])
+    pool = pq.read_table(ckpt.local_path("pool.parquet")).to_pylist()
+    assert len(pool) == 8 and len({r["prompt_id"] for r in pool}) == 8
+    kept = {r["prompt_id"] for r in pool if r["outcome"] == "kept"}
+    assert len(kept) == min(5, sum(r["passes"] < r["k"] for r in pool))
+    rollouts = store.open(res.outputs["rollouts"]).read_table()
+    assert set(rollouts.column("prompt_id").to_pylist()) <= kept
+    extra = ckpt.manifest.extra
+    assert extra["pool_graded"] == 8 and extra["pool_kept"] == len(kept) and extra["pool_k"] == 2
+    assert extra["pool_tokens"] == sum(r["tokens"] for r in pool)
+    assert sum(extra["pool_domains"].values()) == len(kept)
+
+    nothing = cfg.model_copy(update={"sampling": cfg.sampling.model_copy(update={"pool": cfg.sampling.pool.model_copy(
+        update={"drop_never_solved": True, "drop_always_solved": True, "candidates": 1, "k": 1})})})
+    before = len(store.list("checkpoint", "ckpt_r1"))
+    with pytest.raises(ValueError, match="sampling.pool kept no prompt"):
+        reasoning_rl.run(nothing, inputs, store, output_names={"checkpoint": "ckpt_r1"})
+    assert len(store.list("checkpoint", "ckpt_r1")) == before
+
+
 def test_no_reasoning_prompts_is_a_clear_error(world, tmp_path):
     store, inputs = world
     only_domain = _commit(store, "prompts", "domain_only", lambda w: w.write_table(prompts_table(0, 4)))
