@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
         print(f"{k:<30}" + "".join(cells))
     phase_out = phase_means([r["phases"] for r in runs])
     out.update(phase_out)
-    print(f"\nzero variance per RL phase, mean over seeds (shares of groups; pool: of the prompts graded before RL)")
+    print("\nzero variance per RL phase, mean over seeds (shares of groups; pool: of the prompts graded before RL)")
     print(f"{'phase':<14}" + "".join(f"{n:>17}" for n in PHASE_KEYS))
     for phase in PHASES:
         cells = [phase_out[f"{phase}_{name}"] for name in PHASE_KEYS]
