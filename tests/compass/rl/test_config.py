@@ -127,11 +127,10 @@ def test_the_shipped_config_holds_the_values_it_held_flat():
     from stages.genrm.config import _grpo_default
     cfg = load_yaml(PipelineConfig, REPO / "configs" / "tiny.yaml")
     # tiny.yaml: the defaults, 60 / 40 steps of 16 prompts (compass bench recipe), 96 new tokens, and
-    # zero-variance elimination on (the pool graded by the starting policy, the skip, N in {4, 8}); 4 optimizer
-    # steps per batch in phase 1
-    for section, steps, pool, mini_batches in ((cfg.reasoning_rl, 60, {"size": 384, "candidates": 1024}, 4),
-                                               (cfg.domain_rl, 40, {"size": 256, "candidates": 768}, 1)):
-        flat = RLConfig(steps=steps, rollout={"max_new_tokens": 96}, trainer={"mini_batches": mini_batches},
+    # zero-variance elimination on (the pool graded by the starting policy, the skip, N in {4, 8})
+    for section, steps, pool in ((cfg.reasoning_rl, 60, {"size": 384, "candidates": 1024}),
+                                 (cfg.domain_rl, 40, {"size": 256, "candidates": 768})):
+        flat = RLConfig(steps=steps, rollout={"max_new_tokens": 96},
                         sampling={"prompts_per_step": 16, "prefilter": {}, "auto_group_size": {"candidates": [4, 8]},
                                   "pool": {**pool, "drop_never_solved": True}}).model_dump()
         assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
