@@ -16,7 +16,9 @@ def test_one_gpu_example_validates_and_puts_every_stage_on_the_gpu():
     for sft in (cfg.sft_longcot, cfg.sft_domain):
         assert (sft.device, sft.precision, sft.activation_checkpointing) == ("auto", "auto", True)
         assert sft.lr <= 1e-5                                    # a pretrained model, not the random init
-    assert cfg.data_filter.grading.train_steps == 0              # the base grades as it is
+    assert cfg.data_filter.grading.enabled and cfg.data_filter.grading.train_steps == 0    # the base grades as it is
+    for phase in (cfg.reasoning_rl, cfg.domain_rl):                # every GSM8K prompt graded by the policy
+        assert phase.sampling.pool.candidates >= 7473 and not phase.sampling.pool.drop_never_solved
     for phase in (cfg.reasoning_rl, cfg.domain_rl, cfg.genrm.grpo):
         backend = phase.rollout.backend
         assert backend.kind == "vllm" and backend.device == "auto" and backend.gpu_memory_utilization <= 0.5
