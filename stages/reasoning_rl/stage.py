@@ -4,7 +4,8 @@ Reads the merged policy (``policy``; ``thinking_base`` in the pipeline) and the 
 ``rl_prompts``, keeps the reasoning rows (domain ``math`` or ``code``, or verifier ``math_exact``
 or ``code``: ``compass.rl.sampling.prompt_data.is_reasoning_prompt``) and trains on them with the RL engine
 through ``compass.rl.stage_io.run_rl`` (docs/rl.md). The engine does what the config asks:
-zero-variance elimination before rollout by the graded pass rate (``sampling.pass_rate_filter``),
+zero-variance elimination before RL (``sampling.pool``: a draw of the prompts graded by this policy, those it
+always or never solves dropped; ``sampling.pass_rate_filter``: by a pass rate the table carries),
 rollouts with the ``native``, ``hf`` or ``vllm`` backend, Compass-Gym rewards (in process or
 through the reward service), GRPO / Dr. GRPO / RL-ZVP advantages, PPO-clip (with clip-higher) /
 GSPO / ESPO losses, DAPO dynamic sampling, Router Replay, a ``torch`` or ``megatron`` trainer,
