@@ -63,6 +63,7 @@ PHASE_KEYS = {"zv_all_pass": "zero_variance_all_pass_rate", "zv_all_fail": "zero
               "prompts_skipped": "prompts_skipped", "pool_all_pass": "pool_all_pass_share",
               "pool_all_fail": "pool_all_fail_share", "pool_tokens": "pool_tokens"}
 PHASES = ("reasoning_rl", "domain_rl")
+COUNTS = ("prompts_skipped", "pool_tokens")       # of PHASE_KEYS: counts, not shares
 # a suite counts as trained by an RL phase when its domain is at least this share of the phase's prompt pool
 TRAINED_SHARE = 0.05
 MARGINS = (("merged", "sft_longcot", "thinking"), ("merged", "sft_domain", "domain"))
@@ -257,8 +258,9 @@ def main(argv: list[str]) -> int:
     print("\nzero variance per RL phase, mean over seeds (shares of groups; pool: of the prompts graded before RL)")
     print(f"{'phase':<14}" + "".join(f"{n:>17}" for n in PHASE_KEYS))
     for phase in PHASES:
-        cells = [phase_out[f"{phase}_{name}"] for name in PHASE_KEYS]
-        print(f"{phase:<14}" + "".join(f"{'—' if v is None else (f'{v:,.0f}' if v > 1 else f'{v:.3f}'):>17}"
-                                       for v in cells))
+        cells = [(name, phase_out[f"{phase}_{name}"]) for name in PHASE_KEYS]
+        # counts as whole numbers, shares as fractions (a count of 0 or 1 is not a share)
+        print(f"{phase:<14}" + "".join(f"{'—' if v is None else (f'{v:,.0f}' if name in COUNTS else f'{v:.3f}'):>17}"
+                                       for name, v in cells))
     print(json.dumps(out))
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -105,9 +106,7 @@ def report(graded: Sequence[Graded], why: Sequence[str], seconds: float) -> dict
     all_pass = sum(g.passes == g.k for g in graded)
     all_fail = sum(g.passes == 0 for g in graded)
     kept = [g for g, w in zip(graded, why) if w == "kept"]
-    by_domain: dict[str, int] = {}
-    for g in kept:
-        by_domain[g.prompt.domain or "?"] = by_domain.get(g.prompt.domain or "?", 0) + 1
+    by_domain = Counter(g.prompt.domain or "?" for g in kept)
     return {"pool_graded": n, "pool_k": graded[0].k if graded else 0,
             "pool_tokens": sum(g.tokens for g in graded), "pool_grading_s": round(seconds, 1),
             "pool_all_pass_share": all_pass / n if n else None, "pool_all_fail_share": all_fail / n if n else None,
