@@ -30,10 +30,14 @@ PIPELINE: tuple[Node, ...] = (
          {"sft": "raw_sft", "prompts": "raw_prompts", "eval": "eval_prompts", "base": "base_ckpt"},
          {"sft_longcot": "sft_longcot", "sft_domain": "sft_domain", "rl_prompts": "rl_prompts",
           "quarantine": "quarantine"}),
-    Node("sft_longcot", "sft", {"base": "base_ckpt", "data": "sft_longcot", "eval": "eval_prompts"},
-         {"checkpoint": "thinking_ckpt"}),
-    Node("sft_domain", "sft", {"base": "base_ckpt", "data": "sft_domain", "eval": "eval_prompts"},
-         {"checkpoint": "domain_ckpt"}),
+    # each parent may replay a share of the other's rows (sft.replay_fraction): parents that keep each other's
+    # skills merge
+    Node("sft_longcot", "sft", {"base": "base_ckpt", "data": "sft_longcot", "eval": "eval_prompts",
+                                "replay": "sft_domain"},
+         {"checkpoint": "thinking_ckpt"}, optional=frozenset({"replay"})),
+    Node("sft_domain", "sft", {"base": "base_ckpt", "data": "sft_domain", "eval": "eval_prompts",
+                               "replay": "sft_longcot"},
+         {"checkpoint": "domain_ckpt"}, optional=frozenset({"replay"})),
     # the merge sweep picks its candidate on RL prompts: unseen by SFT, and not the held-out eval suites
     Node("merge", "merge", {"base": "base_ckpt", "thinking": "thinking_ckpt", "domain": "domain_ckpt",
                             "dev": "rl_prompts"},

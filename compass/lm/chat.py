@@ -23,6 +23,13 @@ def encode_sft_pair(tok, prompt: str, response: str, max_len: int) -> tuple[list
     return ids, [-100] * len(prefix) + answer
 
 
+def encode_document(tok, text: str, max_len: int) -> tuple[list[int], list[int]] | None:
+    """Token ids and labels for one plain document (pretraining): no chat template, loss on every
+    token and on the closing eos. None when it does not fit in ``max_len``."""
+    ids = tok(text + tok.eos_token, add_special_tokens=False)["input_ids"]
+    return None if len(ids) > max_len else (ids, list(ids))
+
+
 def collate(batch: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
     """Right-pad a batch of (ids, labels) for teacher forcing."""
     n = max(len(ids) for ids, _ in batch)

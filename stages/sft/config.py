@@ -36,6 +36,11 @@ class SFTConfig(ComputeSettings, RankSettings):
                                             "between samples); falls back to padded rows for models the "
                                             "native Qwen3 forward does not support")
     pack_len: int | None = Field(None, ge=8, description="tokens per packed row (default: max_len)")
+    replay_fraction: float = Field(0.0, ge=0, le=1, description="with a `replay` input (the other parent's SFT "
+                                                                "table): a seeded draw of its rows, this share of "
+                                                                "the data rows (at most all of them), trained on "
+                                                                "with them, so the parent keeps the other home's "
+                                                                "skill and the two merge (docs/sft.md)")
     holdout_fraction: float = Field(0.05, ge=0, lt=1, description="share of rows held out by a hash of their "
                                                                   "id (never trained on) for the held-out loss")
     holdout_min_rows: int = Field(4, ge=0, description="hold out at least this many rows (when fraction > 0)")

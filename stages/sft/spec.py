@@ -6,8 +6,8 @@ from compass.runtime.runner import StageSpec, execute
 from stages.sft.config import SFTConfig
 
 SPEC = StageSpec(name="sft", config=SFTConfig,
-                 inputs={"base": "checkpoint", "data": "sft_samples", "eval": "prompts"},
-                 optional_inputs=frozenset({"eval"}),
+                 inputs={"base": "checkpoint", "data": "sft_samples", "eval": "prompts", "replay": "sft_samples"},
+                 optional_inputs=frozenset({"eval", "replay"}),
                  outputs={"checkpoint": "checkpoint"}, body="stages.sft.stage:_body")
 
 

@@ -13,6 +13,7 @@ suites greedily and the gym's verifiers score them. Output: a Hugging Face check
 from __future__ import annotations
 
 import logging
+import random
 
 import torch
 
@@ -24,7 +25,7 @@ from stages.sft.config import SFTConfig
 from compass.lm.holdout import split_holdout
 from stages.sft.report import render_summary
 from stages.sft.suites import accuracy_table, score_suites, select_eval_rows
-from compass.lm.sft.train import encode_split, train_sft
+from compass.lm.sft.train import encode_split, encode_table, train_sft
 
 log = logging.getLogger("compass.sft")
 BASE_EVAL_FILE = "base_eval.pt"
@@ -50,6 +51,16 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
     ids = table.column("id").to_pylist() if "id" in table.column_names else [str(i) for i in range(table.num_rows)]
     held = split_holdout([str(i) for i in ids], config.holdout_fraction, config.holdout_min_rows)
     train_enc, held_enc, skipped = encode_split(tok, prompts, responses, held, config.max_len)
+    replay_rows = 0
+    if "replay" in inputs and config.replay_fraction > 0:
+        other = inputs["replay"].read_table()
+        replay_rows = min(round(config.replay_fraction * table.num_rows), other.num_rows)
+        pick = sorted(random.Random(f"{config.seed}:replay").sample(range(other.num_rows), replay_rows))
+        other = other.take(pick)
+        replay_enc, replay_skipped = encode_table(tok, other.column("prompt").to_pylist(),
+                                                  other.column("response").to_pylist(), config.max_len)
+        train_enc, skipped = train_enc + replay_enc, skipped + replay_skipped
+        log.info("sft: %d replay row(s) of %s trained on with the data", replay_rows, inputs["replay"].uri)
     if not train_enc:
         raise StageInputError(f"sft: no usable sample in {inputs['data'].uri}: {table.num_rows} row(s), "
                               f"{skipped} longer than max_len={config.max_len} tokens, {sum(held)} held out")
@@ -91,6 +102,7 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
         "samples": table.num_rows,
         "samples_used": len(train_enc) + len(held_enc),
         "train_samples": len(train_enc),
+        "replay_rows": replay_rows,
         "heldout_samples": len(held_enc),
         "skipped_too_long": skipped,
         "samples_per_step": config.grad_accum_steps * min(config.batch_size, len(train_enc)),

@@ -15,7 +15,7 @@ tests can check that ``data_filter`` quarantines exactly them:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -42,13 +42,16 @@ class World:
     preferences: pa.Table
     eval_prompts: pa.Table
     planted: dict[str, dict[str, list[int]]]     # table -> planted kind -> row indices
+    documents: list[str] = field(default_factory=list)   # the base's pretraining corpus (``Item.document``)
+    documents_by_suite: dict[str, int] = field(default_factory=dict)
 
     def texts(self):
-        """Every string in every table, in a fixed order (the tokenizer's training corpus)."""
+        """Every string in every table and every document, in a fixed order (the tokenizer's training corpus)."""
         for t in (self.raw_sft, self.raw_prompts, self.preferences, self.eval_prompts):
             for col in t.columns:
                 if pa.types.is_string(col.type):
                     yield from (v for v in col.to_pylist() if v)
+        yield from self.documents
 
 
 class ItemFactory:
@@ -118,10 +121,15 @@ def build_world(cfg: WorldConfig) -> World:
 
     sft: list[tuple[dict, str | None]] = []
     prompts: list[tuple[dict, str | None]] = []
+    documents: dict[str, list[str]] = {}
     for name in names:
-        k = round(len(train[name]) * cfg.sft_fraction)
-        sft += [(it.sft_row(), None) for it in train[name][:k]]
-        prompts += [(it.prompt_row(), None) for it in train[name][k:]]
+        # the pretraining share first: with fraction 0 the SFT / RL split is what it always was
+        d = round(len(train[name]) * cfg.pretrain.fraction)
+        documents[name] = [it.document() for it in train[name][:d]]
+        rest = train[name][d:]
+        k = round(len(rest) * cfg.sft_fraction)
+        sft += [(it.sft_row(), None) for it in rest[:k]]
+        prompts += [(it.prompt_row(), None) for it in rest[k:]]
 
     planted = _plant(cfg, fac, suites, evals, sft, prompts)
     r = random.Random(f"{seed}:plant")
@@ -138,7 +146,9 @@ def build_world(cfg: WorldConfig) -> World:
         preferences=pa.Table.from_pylist(pairs, schema=PREFS_SCHEMA),
         eval_prompts=pa.Table.from_pylist(eval_rows, schema=PROMPTS_SCHEMA),
         planted={"raw_sft": _indices(sft), "raw_prompts": _indices(prompts)} if planted else
-        {"raw_sft": {}, "raw_prompts": {}})
+        {"raw_sft": {}, "raw_prompts": {}},
+        documents=[doc for name in names for doc in documents[name]],
+        documents_by_suite={name: len(docs) for name, docs in documents.items() if docs})
 
 
 def _plant(cfg: WorldConfig, fac: ItemFactory, suites: dict[str, Suite], evals: dict[str, list[Item]],

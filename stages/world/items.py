@@ -33,6 +33,13 @@ class Item:
                 "prompt": self.prompt, "reference": self.reference, "verifier": self.verifier,
                 "difficulty": self.difficulty, "pass_rate": None}
 
+    def document(self) -> str:
+        """The item as pretraining text: question, worked solution and answer, one per line, without
+        the chat template or the ``<think>`` tags (the SFT parents learn those)."""
+        head, sep, tail = self.response.partition("</think>")
+        body = f"{head.removeprefix('<think>')}\n{tail}" if sep else self.response
+        return f"{self.prompt}\n{body}"
+
     def sft_row(self, response: str | None = None) -> dict:
         return {"id": self.id, "domain": self.domain, "task": self.task, "language": self.language,
                 "prompt": self.prompt, "response": self.response if response is None else response,

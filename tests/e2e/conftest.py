@@ -16,7 +16,7 @@ POOL = {"size": 6, "candidates": 8, "k": 2}
 # Smaller than tiny.yaml: these tests run the pipeline several times.
 E2E_OVERRIDES = {
     "world": {"suites": {"arithmetic": {"n": 120, "n_eval": 8}, "ecommerce_category": {"n": 60, "n_eval": 8}},
-              "n_preference_pairs": 24},
+              "n_preference_pairs": 24, "pretrain": {"steps": 4, "batch_size": 8}},
     "sft_longcot": {"steps": 6, "batch_size": 8, "eval_max_new_tokens": 16, "eval_max_prompts_per_suite": 4},
     "sft_domain": {"steps": 6, "batch_size": 8, "eval_max_new_tokens": 16, "eval_max_prompts_per_suite": 4},
     "merge": {"sweep": {"methods": ["ties"], "thinking_weights": [0.5, 0.7], "dev_per_suite": 2,

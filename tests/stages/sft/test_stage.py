@@ -149,3 +149,30 @@ def test_sft_scores_held_out_suites_with_the_gym(tmp_path, monkeypatch):
     without = sft.run(cfg, {"base": base, "data": data}, store)
     assert without.version != res.version
     assert "eval_accuracy" not in store.open(without.outputs["checkpoint"]).manifest.extra
+
+
+def test_replay_trains_on_a_share_of_the_other_parents_rows_and_keeps_their_skill(tmp_path, monkeypatch):
+    """``replay_fraction`` with a ``replay`` input: a seeded draw of the other table's rows (that share of the data
+    rows, capped at the table) joins the training rows, never the held-out ones; the skill it teaches is kept."""
+    monkeypatch.setenv("COMPASS_PROGRESS", "0")
+    store = ArtifactStore(str(tmp_path / "a"))
+    tok = build_tokenizer("")
+    base = _commit_checkpoint(store, "base_ckpt", build_model(ModelConfig(), tok, seed=0), tok)
+    data = commit_table(store, "sft_samples", "sft_longcot", pa.Table.from_pylist(_constant_answer(64, "math", "7")))
+    other = commit_table(store, "sft_samples", "sft_domain", pa.Table.from_pylist(_constant_answer(48, "ecommerce", "3")))
+    prompts = [{"id": f"e{d}{i}", "domain": d, "task": "t", "language": "en", "prompt": f"{100 + i}*0+{a}=?",
+                "reference": a, "verifier": MATH_VERIFIER, "difficulty": 1, "pass_rate": None}
+               for d, a in (("math", "7"), ("ecommerce", "3")) for i in range(4)]
+    evals = commit_table(store, "prompts", "eval_prompts", pa.Table.from_pylist(prompts))
+    cfg = SFTConfig(steps=80, batch_size=8, lr=3e-3, eval_max_new_tokens=16, replay_fraction=0.5)
+    inputs = {"base": base, "data": data, "eval": evals, "replay": other}
+    ex = store.open(sft.run(cfg, inputs, store).outputs["checkpoint"]).manifest.extra
+    assert ex["replay_rows"] == 32 and ex["samples"] == 64
+    assert ex["train_samples"] == 32 + 64 - ex["heldout_samples"]               # replay rows are never held out
+    assert ex["eval_accuracy"] == {"ecommerce": 1.0, "math": 1.0}, ex
+    alone = store.open(sft.run(cfg.model_copy(update={"replay_fraction": 0.0}), inputs, store)
+                       .outputs["checkpoint"]).manifest.extra
+    assert alone["replay_rows"] == 0 and alone["eval_accuracy"] == {"ecommerce": 0.0, "math": 1.0}, alone
+    capped = store.open(sft.run(cfg.model_copy(update={"replay_fraction": 1.0, "steps": 1}), inputs, store)
+                        .outputs["checkpoint"]).manifest.extra
+    assert capped["replay_rows"] == 48                                          # all of the other table, no more
