@@ -160,7 +160,6 @@ def _seeded_config(config: Path, seed: int, out: Path) -> Path:
 
 def run_once(config: Path, seed: int, tmp: Path) -> dict:
     """One fresh pipeline run: wall time, the evaluation's checkpoints and the RL metrics files."""
-    from compass.store.store import ArtifactStore
     cfg_path = _seeded_config(config, seed, tmp / f"seed{seed}.yaml")
     store = tmp / f"store{seed}"
     env = {**os.environ, "PREFECT_HOME": str(tmp / f"prefect{seed}"), "COMPASS_CACHE": str(tmp / f"cache{seed}"),
@@ -171,6 +170,13 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"compass run (seed {seed}) failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return read_run(store, cfg_path, wall)
+
+
+def read_run(store: Path, cfg_path: Path, wall: float) -> dict:
+    """What the figures need from a finished run's store (its evaluation report and rows, both RL checkpoints)
+    and its whole config file."""
+    from compass.store.store import ArtifactStore
     st = ArtifactStore(str(store))
     summary = json.loads(st.get("report", "eval_report").read_bytes("summary.json"))
     rl = [st.get("checkpoint", name) for name in ("ckpt_r1", "ckpt_final")]
@@ -178,8 +184,8 @@ def run_once(config: Path, seed: int, tmp: Path) -> dict:
     pipe = yaml.safe_load(cfg_path.read_text())
     sweep = pipe.get("merge", {}).get("sweep", {})          # the merge sweep names each parent's home domains
     return {"wall_s": wall, "checkpoints": summary.get("checkpoints", {}),
-            "rows": st.get("eval_results", "eval_results").read_table(
-                columns=["checkpoint", "suite", "prompt_id", "correct", "score", "decoding"]).to_pylist(),
+            "rows": st.get("eval_results", "eval_results").read_table().select(
+                ["checkpoint", "suite", "prompt_id", "correct", "score", "decoding"]).to_pylist(),
             "thinking": sweep.get("thinking_domains", ["math", "code", "tool"]),
             "domain": sweep.get("domain_domains", ["ecommerce", "general", "instruction"]),
             "zv": zero_variance_tokens([m for m in metrics if m.exists()]),
@@ -205,14 +211,23 @@ def main(argv: list[str]) -> int:
     with keep as tmp:
         Path(tmp).mkdir(parents=True, exist_ok=True)
         for seed in range(args.seeds):
-            r = run_once(config, seed, Path(tmp))
-            rows = r.pop("rows")
-            r["figures"] = {k: v for m in MEASURES for k, v in figures(
-                rows, r["thinking"], r["domain"], *r["zv"], measure=m, phase1=r["trained"][0],
-                phase2=r["trained"][1]).items()}
-            runs.append(r)
-            print(f"seed {seed}: {r['wall_s']:.0f} s")
-    peak_gib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20     # KiB on Linux
+            runs.append(with_figures(run_once(config, seed, Path(tmp))))
+            print(f"seed {seed}: {runs[-1]['wall_s']:.0f} s")
+    report(runs, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20)     # KiB on Linux
+    return 0
+
+
+def with_figures(r: dict) -> dict:
+    """A run read by ``read_run`` with its figures on every measure in place of its rows."""
+    rows = r.pop("rows")
+    r["figures"] = {k: v for m in MEASURES for k, v in figures(
+        rows, r["thinking"], r["domain"], *r["zv"], measure=m, phase1=r["trained"][0],
+        phase2=r["trained"][1]).items()}
+    return r
+
+
+def report(runs: list[dict], peak_gib: float) -> None:
+    """Print the checkpoint table, the figures over seeds, the per-phase zero variance and the JSON line."""
     last = runs[-1]
     suites = sorted({s for c in last["checkpoints"].values() for s in c["accuracy"]})
     labels = {slot: c.get("label", slot) for slot, c in last["checkpoints"].items()}
@@ -263,4 +278,3 @@ def main(argv: list[str]) -> int:
         print(f"{phase:<14}" + "".join(f"{'—' if v is None else (f'{v:,.0f}' if name in COUNTS else f'{v:.3f}'):>17}"
                                        for name, v in cells))
     print(json.dumps(out))
-    return 0

@@ -56,6 +56,14 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path, shared_prefect):
     assert "held-out accuracy of every checkpoint" in out
     header = next(ln for ln in out.split("held-out accuracy of every checkpoint")[1].splitlines() if "suite" in ln)
     assert header.index("base") < header.index("Long-CoT SFT") < header.index("reasoning RL") < header.index("final")
+    # `compass bench recipe` reads such a store into its figures (a run of the bench takes ~25 min: its reading
+    # is checked here, on this run's store)
+    from compass.bench import recipe
+    run = recipe.read_run(store, cfg, 1.0)
+    figs = recipe.figures(run["rows"], run["thinking"], run["domain"], *run["zv"], phase1=run["trained"][0],
+                          phase2=run["trained"][1])
+    assert set(recipe.FIGURES) <= set(figs) and figs["merge_min_margin"] is not None
+    assert run["phases"]["reasoning_rl_pool_tokens"] > 0 and run["zv"][1] > 0
 
     # Starting from a stored artifact skips every stage only needed to make it, and the artifact
     # given is the one used: here the Long-CoT SFT checkpoint stands in for the merged model.
