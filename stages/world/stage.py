@@ -94,7 +94,7 @@ def _pretrain(config: WorldConfig, world, model, tok, out: ArtifactWriter) -> di
     return {"pretrain_documents": len(encoded), "pretrain_documents_by_suite": world.documents_by_suite,
             "pretrain_skipped_too_long": skipped, "pretrain_steps": cfg.steps, "pretrain_tokens": m["tokens"],
             "pretrain_loss_first5_mean": sum(losses[:k]) / k, "pretrain_loss_last5_mean": sum(losses[-k:]) / k,
-            "pretrain_train_s": m["train_s"]}
+            "pretrain_train_s": m["train_s"], "pretrain_resumed_from_step": m["resumed_from_step"]}
 
 
 from stages.world.spec import SPEC, run  # noqa: E402,F401  (the stage's public contract)

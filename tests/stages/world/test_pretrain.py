@@ -87,3 +87,33 @@ def test_no_step_leaves_the_random_init(tmp_path):
     init = world.build_model(cfg.model, tok, cfg.seed)
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), init.state_dict().values()))
     assert "pretrain_steps" not in base.manifest.extra
+
+
+def test_a_killed_pretraining_goes_on_from_its_saved_state(tmp_path, monkeypatch):
+    """The world stage saves the pretraining's trainer state every ``checkpoint_every`` steps; a run that dies
+    mid-way (injected here after step 4) is re-run from step 4, and ends with the weights of an uninterrupted run."""
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    cfg = small_world_config(pretrain={"fraction": 0.4, "steps": 6, "batch_size": 4, "checkpoint_every": 2})
+    real = world.train_sft
+
+    def dies_after_four(*a, **kw):
+        def on_step(n):
+            if n == 4:
+                raise RuntimeError("killed")
+        return real(*a, **kw, on_step=on_step)
+
+    monkeypatch.setattr(world, "train_sft", dies_after_four)
+    killed = ArtifactStore(str(tmp_path / "killed"))
+    with pytest.raises(RuntimeError, match="killed"):
+        world.run(cfg, {}, killed)
+    assert list((tmp_path / "state").rglob("sft_state.pt"))
+    monkeypatch.setattr(world, "train_sft", real)
+    resumed = killed.open(world.run(cfg, {}, killed).outputs["base"])
+    assert resumed.manifest.extra["pretrain_resumed_from_step"] == 4
+    assert not list((tmp_path / "state").rglob("*.pt"))                     # cleared once the base is committed
+    whole = ArtifactStore(str(tmp_path / "whole"))
+    fresh = whole.open(world.run(cfg, {}, whole).outputs["base"])
+    assert fresh.manifest.extra["pretrain_resumed_from_step"] is None
+    a, _ = load_checkpoint(resumed.local_dir())
+    b, _ = load_checkpoint(fresh.local_dir())
+    assert all(torch.allclose(x, y, atol=1e-6) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
