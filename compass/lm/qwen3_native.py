@@ -62,7 +62,6 @@ class PackedLayer:
 @dataclass
 class PackedWeights:
     embed: torch.Tensor              # [V, hidden]
-    pad: int | None                  # the embedding's padding_idx: its row gets no gradient, as in nn.Embedding
     layers: list[PackedLayer]
     norm: torch.Tensor               # [hidden]
     lm_head: torch.Tensor            # [hidden, V]
@@ -107,8 +106,8 @@ def pack(model) -> PackedWeights:
     theta = cfg.rope_parameters["rope_theta"]
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float, device=inner.embed_tokens.weight.device)
                                 / head_dim))
-    return PackedWeights(embed=inner.embed_tokens.weight, pad=inner.embed_tokens.padding_idx, layers=layers,
-                         norm=inner.norm.weight, lm_head=model.lm_head.weight.t(), heads=cfg.num_attention_heads,
+    return PackedWeights(embed=inner.embed_tokens.weight, layers=layers, norm=inner.norm.weight,
+                         lm_head=model.lm_head.weight.t(), heads=cfg.num_attention_heads,
                          kv_heads=cfg.num_key_value_heads, head_dim=head_dim, eps=cfg.rms_norm_eps,
                          top_k=getattr(cfg, "num_experts_per_tok", 0), norm_topk=getattr(cfg, "norm_topk_prob", True),
                          inv_freq=inv_freq)
@@ -281,9 +280,10 @@ def shared_prefix_hidden(model, prefixes: list[torch.Tensor], row_prefix: list[i
     own = torch.ones(Wc, Wc, dtype=torch.bool, device=dev).tril() & c_real[:, None, :]
     own = own | torch.eye(Wc, dtype=torch.bool, device=dev)                       # a pad query sees itself
     c_mask = torch.cat([p_real[rows][:, None, :].expand(B, Wc, Wp), own], dim=2)[:, None]   # [B, 1, Wc, Wp+Wc]
-    # as transformers' nn.Embedding: a sampled pad token (its row is zero) puts no gradient on that row, which
-    # RMSNorm at a zero vector would make 1/sqrt(eps) times larger than any other
-    xp, xc = F.embedding(p_ids, w.embed, padding_idx=w.pad), F.embedding(c_ids, w.embed, padding_idx=w.pad)
+    # the model's own embedding module, not its weight indexed: its padding_idx row gets no gradient, so a sampled
+    # pad token (a zero row, where RMSNorm's gradient is 1/sqrt(eps)) trains as in transformers' forward
+    embed = model.get_input_embeddings()
+    xp, xc = embed(p_ids), embed(c_ids)
     H, KVH, D = w.heads, w.kv_heads, w.head_dim
     hidden = xp.shape[-1]
 
