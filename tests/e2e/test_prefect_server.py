@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from compass.dag.pipeline import PIPELINE
 from compass.dag.pipeline_yaml import load_pipeline_dict
 from compass.store.store import ArtifactStore
 from tests.e2e.conftest import REPO, compass, compass_env, write_config
@@ -188,10 +189,11 @@ def test_three_pipelines_at_once_on_one_store(served: Served):
     same-config runs end on the same version of every stage (the second waits for the first's run of a stage
     version and reuses it), the other config shares the stages upstream of its change, and every stored
     artifact verifies. (A fourth run, a second variant, was dropped for the suite's time, issue 30: it checked
-    nothing these three do not.)"""
+    nothing these three do not. The variant changes domain RL, the last training stage, so that it shares
+    seven stage runs and makes two of its own: it used to change the domain SFT and train five again.)"""
     store = served.tmp / "load-store"
     base = load_pipeline_dict(served.config)[0]                         # the whole config, as the flow takes it
-    variant = {**base, "store": str(store), "sft_domain": {**base["sft_domain"], "steps": 7}}
+    variant = {**base, "store": str(store), "domain_rl": {**base["domain_rl"], "seed": 1}}
     params = [{"store": str(store)}, {"store": str(store)}, {"config": variant}]
     ids = [served.start("pipeline", "pipeline", p)["id"] for p in params]
     runs = [served.finished(i, timeout=900) for i in ids]
@@ -199,11 +201,12 @@ def test_three_pipelines_at_once_on_one_store(served: Served):
     versions = [_summary_versions(served, i) for i in ids]
     assert all(len(v) == 9 for v in versions), versions
     assert versions[0] == versions[1]                                    # one artifact per version
-    assert versions[2]["sft_domain"] != versions[0]["sft_domain"]
-    assert versions[2]["world"] == versions[0]["world"]                  # shared upstream stages
-    assert versions[2]["sft_longcot"] == versions[0]["sft_longcot"]
+    assert versions[2]["domain_rl"] != versions[0]["domain_rl"]
+    assert versions[2]["evaluation"] != versions[0]["evaluation"]        # downstream of the change
+    shared = [n.run_name for n in PIPELINE if n.run_name not in ("domain_rl", "evaluation")]
+    assert {r: versions[2][r] for r in shared} == {r: versions[0][r] for r in shared}    # shared upstream stages
     st = ArtifactStore(str(store))
-    for name, n in [("domain_ckpt", 2), ("thinking_ckpt", 1), ("ckpt_final", 2)]:
+    for name, n in [("domain_ckpt", 1), ("thinking_ckpt", 1), ("ckpt_r1", 1), ("ckpt_final", 2)]:
         assert len(st.list("checkpoint", name)) == n, (name, [m.version for m in st.list("checkpoint", name)])
     out = compass(["artifacts", "verify", "--store", str(store)], served.tmp / "cli").stdout
     assert re.search(r"(\d+) of \1 artifact version\(s\) verified", out), out
