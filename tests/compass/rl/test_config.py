@@ -126,12 +126,13 @@ def test_the_shipped_config_holds_the_values_it_held_flat():
     from compass.dag.config import PipelineConfig
     from stages.genrm.config import _grpo_default
     cfg = load_yaml(PipelineConfig, REPO / "configs" / "tiny.yaml")
-    # tiny.yaml: the defaults, 60 / 40 steps of 16 prompts (compass bench recipe), 96 new tokens, and
+    # tiny.yaml: the defaults, 60 steps of 32 prompts and 40 of 16 (compass bench recipe), 96 new tokens, and
     # zero-variance elimination on (the pool graded by the starting policy, the skip, N in {4, 8})
-    for section, steps, pool in ((cfg.reasoning_rl, 60, {"size": 384, "candidates": 1024}),
-                                 (cfg.domain_rl, 40, {"size": 256, "candidates": 768})):
+    for section, steps, per_step, pool in ((cfg.reasoning_rl, 60, 32, {"size": 384, "candidates": 1024}),
+                                           (cfg.domain_rl, 40, 16, {"size": 256, "candidates": 768})):
         flat = RLConfig(steps=steps, rollout={"max_new_tokens": 96},
-                        sampling={"prompts_per_step": 16, "prefilter": {}, "auto_group_size": {"candidates": [4, 8]},
+                        sampling={"prompts_per_step": per_step, "prefilter": {},
+                                  "auto_group_size": {"candidates": [4, 8]},
                                   "pool": {**pool, "drop_never_solved": True}}).model_dump()
         assert {k: v for k, v in section.model_dump().items() if k in flat} == flat
     assert cfg.genrm.grpo == _grpo_default()
