@@ -56,7 +56,8 @@ json-suite: $(VENV)/.installed-test
 # of its time waiting on a download (one after another they took ~11 min of a fresh 2-core machine, the main
 # environment alone ~5.5 of them). -O keeps each part's output together.
 install-test:
-	$(MAKE) --no-print-directory -j3 -O $(VENV)/.installed-test $(VLLM_VENV)/.installed browser json-suite
+	@echo "installing .venv, .venv-vllm, chromium and the JSON Schema suite side by side (~7 min on 2 cores the first time; each part prints when it ends)"
+	@$(MAKE) --no-print-directory -j3 -O $(VENV)/.installed-test $(VLLM_VENV)/.installed browser json-suite
 install-vllm: $(VLLM_VENV)/.installed
 
 run: install
