@@ -52,9 +52,10 @@ browser:
 json-suite: $(VENV)/.installed-test
 	-$(BIN)/compass bench gym-json --fetch-only
 
-# Its parts in parallel: the two environments and the browser do not depend on each other, and each spends much
-# of its time waiting on a download (one after another they took ~11 min of a fresh 2-core machine, the main
-# environment alone ~5.5 of them). -O keeps each part's output together.
+# install-test's parts side by side: the two environments and the browser do not depend on each other. Measured
+# on a 2-core machine (2026-12-04): the environments 8 min 36 s one after another, 7 min 26 s side by side (most
+# of each is pip byte-compiling on one core); the browser's apt install and the suite's fetch now overlap them
+# too. -O keeps each part's output together.
 install-test:
 	@echo "installing .venv, .venv-vllm, chromium and the JSON Schema suite side by side (~7 min on 2 cores the first time; each part prints when it ends)"
 	@$(MAKE) --no-print-directory -j3 -O $(VENV)/.installed-test $(VLLM_VENV)/.installed browser json-suite
