@@ -43,6 +43,19 @@ class SampledPass(StrictModel):
     which greedy accuracy can miss."""
     k: int = Field(4, ge=1, description="samples per prompt")
     temperature: float = Field(1.0, gt=0)
+    checkpoints: list[str] | None = Field(None, description="the checkpoints decoded this way (None: every one); "
+                                                            "k samples cost k greedy passes, so a run can spend "
+                                                            "them where RL acts (merged, phase1, model)")
+
+    @model_validator(mode="after")
+    def _known(self):
+        unknown = sorted(set(self.checkpoints or ()) - set(CHECKPOINTS))
+        if unknown:
+            raise ValueError(f"sampled.checkpoints: unknown {unknown}; known {list(CHECKPOINTS)}")
+        return self
+
+    def covers(self, slot: str) -> bool:
+        return self.checkpoints is None or slot in self.checkpoints
 
 
 class EvalConfig(ComputeSettings):

@@ -363,7 +363,7 @@ def _body(config: EvalConfig, inputs: dict[str, Artifact], outputs: dict[str, Ar
                                      max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                                      seed=config.seed, batch_size=config.batch_size, generate=generate)
             sampled = []
-            if config.sampled:                   # mean@k on the same model, sampler and prompts
+            if config.sampled and config.sampled.covers(slot):     # mean@k: the same model, sampler, prompts
                 log.info("%s: %d samples per prompt at temperature %s", LABELS[slot], config.sampled.k,
                          config.sampled.temperature)
                 sampled = generate_and_score(model, tok, rows, art.uri, samples_per_prompt=config.sampled.k,

@@ -63,6 +63,11 @@ def test_run_then_rerun_reuses_everything(e2e_tmp: Path, shared_prefect):
     figs = recipe.figures(run["rows"], run["thinking"], run["domain"], *run["zv"], phase1=run["trained"][0],
                           phase2=run["trained"][1])
     assert set(recipe.FIGURES) <= set(figs) and figs["merge_min_margin"] is not None
+    # tiny.yaml's sampled pass covers what RL changes: mean@k of both phases, not of the SFT parents
+    at_k = recipe.figures(run["rows"], run["thinking"], run["domain"], *run["zv"], measure="mean@k",
+                          phase1=run["trained"][0], phase2=run["trained"][1])
+    assert at_k["reasoning_rl_gain_mean_at_k"] is not None and at_k["domain_rl_gain_mean_at_k"] is not None
+    assert at_k["sft_longcot_home_gain_mean_at_k"] is None
     assert run["phases"]["reasoning_rl_pool_tokens"] > 0 and run["zv"][1] > 0
 
     # Starting from a stored artifact skips every stage only needed to make it, and the artifact

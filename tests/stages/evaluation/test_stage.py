@@ -333,3 +333,28 @@ def test_greedy_and_mean_at_k_from_one_run(world_arts, tmp_path, monkeypatch):
     assert summary["suites"]["ecommerce"]["accuracy"] == 1.0 and "sampled" not in summary   # the final's details: main
     md = (store.open(res.outputs["report"]).local_dir() / "summary.md").read_text()
     assert "### mean@4 at temperature 1.0" in md and "### Mean score" in md and gfm_table_problems(md) == []
+
+
+def test_the_sampled_pass_only_on_the_checkpoints_named(world_arts, tmp_path, monkeypatch):
+    """``sampled.checkpoints``: k samples cost k greedy passes, so a run can spend them on the checkpoints RL
+    changes; the others are decoded once, and the mean@k table has rows for the named ones only."""
+    calls = _known_answers(monkeypatch)
+    store = ArtifactStore(str(tmp_path / "s"))
+    cfg = EvalConfig(max_new_tokens=4, sampled={"k": 4, "temperature": 1.0, "checkpoints": ["model"]})
+    res = evaluation.run(cfg, {"model": world_arts["base"], "base": world_arts["base"],
+                               "suites": world_arts["eval_prompts"]}, store)
+    assert len(calls) == 3                                   # base greedy; final greedy and sampled
+    rows = store.open(res.outputs["results"]).read_table().to_pylist()
+    n = len(world_arts["eval_prompts"].read_table())
+    assert [sum(r["decoding"] == d and r["checkpoint"] == c for r in rows)
+            for c in ("base", "model") for d in ("main", "sampled")] == [n, 0, n, 4 * n]
+    summary = json.loads((store.open(res.outputs["report"]).local_dir() / "summary.json").read_text())
+    assert "sampled" not in summary["checkpoints"]["base"] and summary["checkpoints"]["model"]["sampled"]["k"] == 4
+    md = (store.open(res.outputs["report"]).local_dir() / "summary.md").read_text()
+    table = md.split("### mean@4 at temperature 1.0")[1].split("###")[0]
+    assert "| final |" in table and "| base |" not in table and gfm_table_problems(md) == []
+
+
+def test_the_sampled_pass_names_known_checkpoints():
+    with pytest.raises(ValueError, match="sampled.checkpoints: unknown \\['phase2'\\]"):
+        EvalConfig(sampled={"checkpoints": ["model", "phase2"]})
