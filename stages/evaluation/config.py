@@ -12,6 +12,13 @@ CHECKPOINTS = {"base": None, "sft_longcot": "base", "sft_domain": "base", "merge
                "phase1": "merged", "model": "phase1"}
 
 
+def check_checkpoints(key: str, names) -> None:
+    """A config error naming ``key`` and the names that are not checkpoints a run makes."""
+    unknown = sorted(set(names or ()) - set(CHECKPOINTS))
+    if unknown:
+        raise ValueError(f"{key}: unknown {unknown}; known {list(CHECKPOINTS)}")
+
+
 class LmEvalConfig(StrictModel):
     """lm-evaluation-harness tasks run on the checkpoints, their numbers stored beside the gym's
     (``compass.lm.lm_eval_adapter``)."""
@@ -30,9 +37,7 @@ class LmEvalConfig(StrictModel):
     @model_validator(mode="after")
     def _digest(self):
         from compass.lm.lm_eval_adapter import include_digest
-        unknown = sorted(set(self.checkpoints) - set(CHECKPOINTS))
-        if unknown:
-            raise ValueError(f"lm_eval.checkpoints: unknown {unknown}; known {list(CHECKPOINTS)}")
+        check_checkpoints("lm_eval.checkpoints", self.checkpoints)
         object.__setattr__(self, "include_digest", include_digest(self.include_path))
         return self
 
@@ -44,14 +49,12 @@ class SampledPass(StrictModel):
     k: int = Field(4, ge=1, description="samples per prompt")
     temperature: float = Field(1.0, gt=0)
     checkpoints: list[str] | None = Field(None, description="the checkpoints decoded this way (None: every one); "
-                                                            "k samples cost k greedy passes, so a run can spend "
-                                                            "them where RL acts (merged, phase1, model)")
+                                                            "k samples cost about k greedy passes, so a run can "
+                                                            "spend them where RL acts (merged, phase1, model)")
 
     @model_validator(mode="after")
     def _known(self):
-        unknown = sorted(set(self.checkpoints or ()) - set(CHECKPOINTS))
-        if unknown:
-            raise ValueError(f"sampled.checkpoints: unknown {unknown}; known {list(CHECKPOINTS)}")
+        check_checkpoints("sampled.checkpoints", self.checkpoints)
         return self
 
     def covers(self, slot: str) -> bool:

@@ -82,7 +82,7 @@ def test_imported_model_runs_the_pipeline_with_its_own_template(e2e_tmp: Path, f
     ev_cfg = json.loads(report.read_bytes("summary.json"))["config"]
     rows = st.open({i.slot: i.uri for i in ev.manifest.inputs}["suites"]).read_table().to_pylist()
     final = outputs["domain_rl"]["checkpoint"]
-    stored = {r["prompt_id"]: r["response"] for r in ev.read_table().to_pylist() 
+    stored = {r["prompt_id"]: r["response"] for r in ev.read_table().to_pylist()
               if r["checkpoint"] == "model" and r["decoding"] == "main"}          # not the mean@k pass
     assert _regenerate(st, final, rows, ev_cfg) == stored
     other = _regenerate(st, final, rows, ev_cfg, template=WORLD_TEMPLATE)
