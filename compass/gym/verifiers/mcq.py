@@ -1,7 +1,10 @@
 """``mcq``: the option the final answer names is the gold one (multilingual keywords, paper §2.5.3, item 1).
 
-- spec ``{"type": "mcq", "options": "ABCDE"}`` (default ``ABCD``), the reference is
-  the gold letter: 1 when the final answer names it;
+- spec ``{"type": "mcq", "options": "ABCDE"}`` (default ``ABCD``), or ``options``
+  as the option texts (a list labelled A, B, C..., or label -> text), the reference is
+  the gold letter: 1 when the final answer names it. With the texts an answer that
+  names its option by text ("Livros", not "D") is read too; with letters alone it
+  cannot be, and scores ``no_answer``;
 - row (``compass gym score mcq``): ``response``, ``options`` (label -> option text,
   or a list labelled A, B, C...), ``gold`` (a label) and an optional ``lang`` ->
   ``predicted`` (the option label the answer names, or None), ``correct`` and
@@ -19,9 +22,15 @@ from compass.gym.score import Reward, final_answer
 
 
 def score_spec(spec: dict, response: str, reference: str) -> Reward | float:
-    options = str(spec.get("options", "ABCD")).upper()
+    options = spec.get("options", "ABCD")
+    if isinstance(options, str):
+        options = options.upper()
+    try:
+        keys, _ = normalize_options(options)
+    except ValueError:
+        return Reward(0.0, "bad_spec")
     ref = (reference or "").strip().strip('"').strip().upper()
-    if len(ref) != 1 or ref not in options:
+    if len(ref) != 1 or ref not in keys:
         return Reward(0.0, "bad_gold")
     choice = predict(response, options)
     if choice is None:

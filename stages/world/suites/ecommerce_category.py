@@ -19,7 +19,6 @@ from stages.world.suites.catalog import (BRANDS, CATEGORIES, COLORS, DEPARTMENT_
                                          pick_adjective, render_title, siblings)
 
 LETTERS = "ABCD"
-MCQ_VERIFIER = verifier_spec("mcq")
 # "The answer is B." in each language: a second correct response in other words,
 # which the mcq verifier must read (compass/gym/mcq_choice/extract.py: extract_choice).
 ANSWER_PHRASES = {
@@ -59,8 +58,13 @@ def place_answer(rng: random.Random, answer: str, distractors: list[str], letter
 
 def mcq_item(item_id: str, task: str, language: str, prompt: str, letter: str, level: int, options: list[str],
              letters: str = LETTERS, confusable: list[str] | None = None, **extra) -> Item:
-    """An MCQ item answered by the letter; ``confusable``: the letters a teacher would mistake for it."""
-    spec = MCQ_VERIFIER if letters == LETTERS else verifier_spec("mcq", options=letters)
+    """An MCQ item answered by the letter; ``confusable``: the letters a teacher would mistake for it.
+
+    The verifier spec carries the option texts (labelled A, B, C... in order), so an answer that names its
+    option by text ("Livros") is read as that option, not scored "no answer"."""
+    if letters != "ABCDEFGH"[:len(options)]:   # the spec's list labels its texts A, B, C... by position
+        raise ValueError(f"{item_id}: letters {letters!r} do not label {len(options)} options A, B, C...")
+    spec = verifier_spec("mcq", options=list(options))
     return Item(item_id, "ecommerce", task, language, prompt, letter, spec, level, letter,
                 {"options": options, "letters": letters, "confusable": confusable or [], **extra})
 

@@ -122,6 +122,26 @@ def test_world_answer_phrases():
             assert extract_choice(phrase.format(letter=letter)) == letter, (lang, letter)
 
 
+# -- the spec -----------------------------------------------------------------------------------
+def test_spec_with_option_texts_reads_an_answer_by_text():
+    from compass.gym.score import score
+    texts = json.dumps({"type": "mcq", "options": ["Esportes", "Brinquedos", "Áudio", "Livros"]})
+    letters = json.dumps({"type": "mcq"})
+    assert score(texts, "Livros", "D") == 1.0 and score(texts, "D", "D") == 1.0
+    assert score(texts, "Brinquedos", "D") == 0.0 and score(texts, "E", "D") == 0.0
+    assert score(letters, "Livros", "D") == 0.0 and score(letters, "D", "D") == 1.0   # letters alone: no text
+    three = json.dumps({"type": "mcq", "options": {"A": "Exact", "B": "Substitute", "C": "Irrelevant"}})
+    assert score(three, "Substitute", "B") == 1.0 and score(three, "Exact", "D") == 0.0
+
+
+def test_spec_with_bad_options_is_a_bad_spec():
+    from compass.gym.score import judge
+    bad = judge(json.dumps({"type": "mcq", "options": [1, 2]}), "A", "A")
+    assert (bad.score, bad.reason) == (0.0, "bad_spec")
+    gold = judge(json.dumps({"type": "mcq", "options": ["Sepatu", "Tas"]}), "A", "C")
+    assert (gold.score, gold.reason) == (0.0, "bad_gold")
+
+
 # -- the row contract ---------------------------------------------------------------------------
 def test_row_scores_and_adds_fields():
     row = {"response": "Jawaban: B", "options": {"A": "Sepatu", "B": "Tas"}, "gold": "B", "lang": "id"}

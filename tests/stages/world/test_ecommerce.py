@@ -2,6 +2,7 @@
 alternatives tie, items are deterministic and plentiful, and a world of them builds clean."""
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -56,11 +57,25 @@ def test_mcq_teacher_answers_with_the_letter_alone():
                 assert it.response == it.reference and it.response in it.extra["letters"]
 
 
+def test_mcq_answer_by_option_text_scores_as_that_option():
+    # a model that names its option by text ("Livros", not "D") is right; another option's text is wrong
+    for name in ("ecommerce_category", "ecommerce_relevance", "ecommerce_brand"):
+        for lang in LANGUAGES:
+            for it in _items(name, lang)[2]:
+                options, letters = it.extra["options"], it.extra["letters"]
+                right = options[letters.index(it.reference)]
+                assert score(it.verifier, right, it.reference) == 1.0, (it.prompt, right)
+                for letter, text in zip(letters, options):
+                    if letter != it.reference and text.casefold() not in right.casefold():
+                        assert score(it.verifier, text, it.reference) == 0.0, (it.prompt, text)
+
+
 def test_relevance_level_one_has_no_substitutes_and_options_are_abc():
     _, _, items = _items("ecommerce_relevance", "vi")
     assert {it.reference for it in items if it.difficulty == 1} <= {"A", "C"}
     assert {it.reference for it in items} == {"A", "B", "C"}
-    assert all('"options": "ABC"' in it.verifier for it in items)
+    assert all(json.loads(it.verifier)["options"] == it.extra["options"] and len(it.extra["options"]) == 3
+               for it in items)
 
 
 def test_category_hard_levels_offer_sibling_categories():
