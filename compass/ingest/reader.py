@@ -106,9 +106,15 @@ def _records(doc, path: str | None, where: str) -> list:
     if isinstance(doc, dict) and (values or _alike_records(doc)):
         return list(doc.values())  # {"0": {...}, "1": {...}}: the values are the records
     lists = [k for k, v in doc.items() if isinstance(v, list)] if isinstance(doc, dict) else []
-    hint = f" (lists found under: {', '.join(lists[:5])})" if lists else ""
+    hint = f" (lists found under: {', '.join(_key(k) for k in lists[:5])})" if lists else ""
     raise SourceError(f"{where}: expected a list of records or an object of records; "
                       f"set records to the path of the list, or PATH.* for an object's values{hint}")
+
+
+def _key(k: str) -> str:
+    """A key as an error message shows it: JSON-quoted when it has spaces at its ends or control characters,
+    so the message stays one line."""
+    return k if k.isprintable() and k.strip() == k and k else json.dumps(k)
 
 
 def _alike_records(doc: dict) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 from compass.ingest.config import ImportConfig
 from compass.ingest.reader import read_batches
@@ -78,6 +78,7 @@ def test_jsonl_every_line_is_a_row_or_a_rejection(lines, bom, crlf):
 
 # -- one JSON document ---------------------------------------------------------------------------------
 @given(doc=st.lists(json_values, max_size=8) | json_values | st.binary(max_size=40))
+@example(doc={"\n": []})       # a list under a newline key: the error's hint once broke onto two lines
 def test_json_document_rows_or_one_error(doc):
     data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
     rows = _read(data, ".json")
