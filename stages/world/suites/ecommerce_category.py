@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+from compass.gym.mcq_choice.keywords import LATIN_LABELS
 from stages.world.items import Item, verifier_spec
 from stages.world.suites import Suite, register_suite
 from stages.world.suites.catalog import (BRANDS, CATEGORIES, COLORS, DEPARTMENT_OF, LANGUAGES, MODELS, NOUNS,
@@ -62,7 +63,7 @@ def mcq_item(item_id: str, task: str, language: str, prompt: str, letter: str, l
 
     The verifier spec carries the option texts (labelled A, B, C... in order), so an answer that names its
     option by text ("Livros") is read as that option, not scored "no answer"."""
-    if letters != "ABCDEFGH"[:len(options)]:   # the spec's list labels its texts A, B, C... by position
+    if letters != LATIN_LABELS[:len(options)]:   # the labels the verifier gives a list of texts, by position
         raise ValueError(f"{item_id}: letters {letters!r} do not label {len(options)} options A, B, C...")
     spec = verifier_spec("mcq", options=list(options))
     return Item(item_id, "ecommerce", task, language, prompt, letter, spec, level, letter,
