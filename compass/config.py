@@ -64,6 +64,29 @@ class RankSettings(StrictModel):
         return self
 
 
+class MegatronParallelSettings(StrictModel):
+    """Megatron-core's parallel sizes over a trainer's ``ranks`` (the megatron RL trainer's and the SFT stage's
+    ``backend: megatron``); data parallelism is what they leave: ``ranks / (tensor_parallel x pipeline_parallel)``."""
+    tensor_parallel: int = Field(1, ge=1, description="megatron backend: ranks one layer's weights are split over "
+                                                      "(megatron TP, with sequence parallelism)")
+    pipeline_parallel: int = Field(1, ge=1, description="megatron backend: stages the layers are split into "
+                                                        "(megatron PP)")
+    expert_parallel: int = Field(1, ge=1, description="megatron backend: ranks the experts of each MoE layer are "
+                                                      "spread over (megatron EP)")
+
+    @model_validator(mode="after")
+    def _sizes_fit(self):
+        ranks = getattr(self, "ranks", 1)
+        tp_pp = self.tensor_parallel * self.pipeline_parallel
+        if ranks % tp_pp:
+            raise ValueError(f"ranks {ranks} is not a multiple of tensor_parallel x pipeline_parallel = {tp_pp}")
+        tp_ep_pp = tp_pp * self.expert_parallel
+        if ranks % tp_ep_pp:      # experts are also cut over the tensor-parallel ranks
+            raise ValueError(f"ranks {ranks} is not a multiple of tensor_parallel x expert_parallel x "
+                             f"pipeline_parallel = {tp_ep_pp}")
+        return self
+
+
 class ConfigError(ValueError):
     """A config that does not validate; str() is one line per problem."""
 

@@ -68,7 +68,7 @@ class ParallelSizes:
             if size and size % self.tp:
                 why.append(f"tensor_parallel {self.tp} does not divide {key} {size}")
         if why:
-            raise ValueError("megatron trainer: " + "; ".join(why))
+            raise ValueError("megatron parallel sizes: " + "; ".join(why))
 
 
 def init_parallel(sizes: ParallelSizes, seed: int = 0) -> None:

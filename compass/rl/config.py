@@ -15,7 +15,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compass.config import DEVICE_PATTERN, ComputeSettings, RankSettings, StrictModel, moved_key_error
+from compass.config import (DEVICE_PATTERN, ComputeSettings, MegatronParallelSettings, RankSettings, StrictModel,
+                            moved_key_error)
 
 
 class BalanceConfig(StrictModel):
@@ -151,33 +152,16 @@ class FsdpTrainerSettings(TorchTrainerSettings, RankSettings):
         return self
 
 
-class MegatronTrainerSettings(RankSettings):
+class MegatronTrainerSettings(MegatronParallelSettings, RankSettings):
     """A megatron-core GPTModel converted from the policy (compass.rl.trainer.megatron_trainer; Qwen3-MoE), with
     megatron's tensor, pipeline, expert and data parallelism over ``ranks``; it places its own model."""
     kind: Literal["megatron"] = "megatron"
     ranks: int = Field(1, ge=1, description="ranks in all: tensor_parallel x pipeline_parallel x the data-parallel "
                                             "size (expert parallelism divides the ranks of a pipeline stage)")
-    tensor_parallel: int = Field(1, ge=1, description="ranks one layer's weights are split over (megatron TP, with "
-                                                      "sequence parallelism)")
-    pipeline_parallel: int = Field(1, ge=1, description="stages the layers are split into (megatron PP)")
-    expert_parallel: int = Field(1, ge=1, description="ranks the experts of each MoE layer are spread over "
-                                                      "(megatron EP)")
     micro_batches: int = Field(1, ge=1, description="micro-batches each data-parallel rank splits its rows into: "
                                                     "megatron's schedule overlaps them across pipeline stages (1F1B) "
                                                     "and a rank holds one micro-batch's activations per stage in "
                                                     "flight; the same update")
-
-    @model_validator(mode="after")
-    def _sizes_fit(self):
-        tp_pp = self.tensor_parallel * self.pipeline_parallel
-        if self.ranks % tp_pp:
-            raise ValueError(f"trainer.backend.ranks {self.ranks} is not a multiple of tensor_parallel x "
-                             f"pipeline_parallel = {tp_pp}")
-        tp_ep_pp = tp_pp * self.expert_parallel
-        if self.ranks % tp_ep_pp:      # experts are also cut over the tensor-parallel ranks
-            raise ValueError(f"trainer.backend.ranks {self.ranks} is not a multiple of tensor_parallel x "
-                             f"expert_parallel x pipeline_parallel = {tp_ep_pp}")
-        return self
 
 
 TrainerBackendConfig = Annotated[Union[TorchTrainerSettings, FsdpTrainerSettings, MegatronTrainerSettings],

@@ -2,12 +2,13 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compass.config import ComputeSettings, RankSettings
+from compass.config import ComputeSettings, MegatronParallelSettings, RankSettings
 
 
-class SFTConfig(ComputeSettings, RankSettings):
+class SFTConfig(ComputeSettings, MegatronParallelSettings, RankSettings):
     """Supervised fine-tuning on (prompt, response) pairs; defaults are small, fast values for tests. ``ranks`` > 1:
-    the torch backend on that many data-parallel ranks on Ray, sharded with FSDP2 (compass.lm.sft.worker)."""
+    that many ranks on Ray: the torch backend data-parallel, sharded with FSDP2 (compass.lm.sft.worker); the
+    megatron backend with megatron's tensor, pipeline, expert and data parallelism (compass.lm.sft.megatron_ranks)."""
     seed: int = 0
     backend: Literal["torch", "megatron"] = Field("torch", description="trainer: torch (the HF model) or megatron "
                                                   "(a megatron-core GPTModel converted from it, as the RL engine's "
@@ -56,10 +57,11 @@ class SFTConfig(ComputeSettings, RankSettings):
     eval_base: bool = Field(False, description="also score the base checkpoint before training")
 
     @model_validator(mode="after")
-    def _ranks_shard_torch(self):
-        if self.ranks > 1 and self.backend != "torch":
-            raise ValueError(f"ranks: {self.ranks} shards the torch backend (FSDP2); backend {self.backend!r} trains "
-                             f"on one rank")
+    def _model_parallel_is_megatron(self):
+        sizes = {k: getattr(self, k) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}
+        if self.backend != "megatron" and any(v > 1 for v in sizes.values()):
+            set_ = ", ".join(f"{k}: {v}" for k, v in sizes.items() if v > 1)
+            raise ValueError(f"{set_} needs backend: megatron (the torch backend's ranks are data-parallel, FSDP2)")
         return self
 
     @model_validator(mode="after")

@@ -46,6 +46,12 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
         if why is not None:
             raise StageInputError(f"sft: backend 'megatron' cannot train {inputs['base'].uri}: {why}; "
                                   f"use backend: torch")
+        from compass.lm.megatron_parallel import ParallelSizes
+        try:
+            ParallelSizes(config.tensor_parallel, config.pipeline_parallel,
+                          config.expert_parallel).check(config.ranks, model.config)
+        except ValueError as e:
+            raise StageInputError(f"sft: {inputs['base'].uri}: {e}") from None
     table = inputs["data"].read_table()
     prompts, responses = table.column("prompt").to_pylist(), table.column("response").to_pylist()
     ids = table.column("id").to_pylist() if "id" in table.column_names else [str(i) for i in range(table.num_rows)]
@@ -109,6 +115,8 @@ def _body(config: SFTConfig, inputs: dict[str, Artifact], outputs: dict[str, Art
         "grad_accum_steps": config.grad_accum_steps,
         "backend": m["backend"],
         "ranks": m["ranks"],
+        **({"parallel": {k: getattr(config, k) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}}
+           if config.backend == "megatron" else {}),
         "mode": m["mode"],
         "fallback_reason": m["fallback_reason"],
         "loss_first": losses[0],

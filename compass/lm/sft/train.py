@@ -76,9 +76,11 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     tokens, gradients accumulated (:func:`split_by_tokens`): the same step, less activation memory.
     ``activation_checkpointing``: the torch backend's forwards keep each layer's input only and recompute
     the layer in the backward (:func:`compass.lm.device.activation_checkpointing`).
-    ``ranks`` with ``ranks.ranks > 1``: the torch backend's steps run on that many data-parallel ranks on Ray,
-    the model sharded with FSDP2 (:mod:`compass.lm.sft.worker`); ``model`` receives the trained weights at the
-    end and stays where it is. A state saved at one rank count resumes at another.
+    ``ranks`` with ``ranks.ranks > 1``: the steps run on that many ranks on Ray — the torch backend
+    data-parallel, sharded with FSDP2 (:mod:`compass.lm.sft.worker`); the megatron backend with ``ranks``'
+    ``tensor_parallel``, ``pipeline_parallel`` and ``expert_parallel`` (:mod:`compass.lm.sft.megatron_ranks`);
+    ``model`` receives the trained weights at the end and stays where it is. A state saved at one rank count
+    (or set of parallel sizes) resumes at another.
     ``on_step(n)`` is called after each step (``n`` steps done, state saved), e.g. to inject a fault in tests.
 
     Returns metrics: per-step ``losses`` and ``lrs``, ``tokens`` (real tokens seen),
@@ -93,10 +95,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
                "seed": seed}
     n_ranks = ranks.ranks if ranks is not None else 1
     if n_ranks > 1:
-        if backend != "torch":
-            raise ValueError(f"{desc}: ranks: {n_ranks} shards the torch backend (FSDP2); backend {backend!r} "
-                             f"trains on one rank: set ranks: 1 or backend: torch")
-        net = SFTRanks(model, tok.pad_token_id, ranks, options)
+        megatron = {k: getattr(ranks, k, 1) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}
+        net = SFTRanks(model, tok.pad_token_id, ranks, options, megatron={**megatron, "micro_batches": grad_accum_steps})
     else:
         net = SFTWorker(model, tok.pad_token_id, logger=logger, **options)
     try:

@@ -52,6 +52,20 @@ def share(samples: list, rank: int, world: int) -> list:
     return samples[lo:lo + base + (rank < extra)]
 
 
+def optimizer_by_name(sd: dict, names: list[str]) -> dict:
+    """A torch optimizer state dict keyed by parameter position -> keyed by ``names[position]``."""
+    return {"state": {names[i]: v for i, v in sd["state"].items()},
+            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in sd["param_groups"]]}
+
+
+def optimizer_by_position(sd: dict, names: list[str]) -> dict:
+    """The inverse of :func:`optimizer_by_name` for an optimizer over parameters named ``names``, in order (a
+    group's positions sorted: torch pairs a saved group's ids with the optimizer's parameters in order)."""
+    index = {n: i for i, n in enumerate(names)}
+    return {"state": {index[k]: v for k, v in sd["state"].items()},
+            "param_groups": [{**g, "params": sorted(index[k] for k in g["params"])} for g in sd["param_groups"]]}
+
+
 def _shortest(micro_batches: list[list[Sample]]) -> Sample:
     return min((s for mb in micro_batches for s in mb), key=lambda s: len(s[0]))
 
@@ -66,13 +80,15 @@ class SFTWorker:
                  activation_checkpointing: bool = False, seed: int = 0, sharded: bool = False,
                  logger: logging.Logger | None = None):
         if sharded and backend != "torch":
-            raise ValueError(f"sft: backend {backend!r} trains in one process; ranks > 1 shard the torch backend")
+            raise ValueError(f"sft: SFTWorker shards the torch backend; backend {backend!r} on ranks is "
+                             f"compass.lm.sft.megatron_ranks")
         if backend == "torch":
             self.device = resolve_device(device)
             model.to(self.device)
         else:                                       # megatron places its own model
             self.device = model_device(model)
         self.model, self.amp, self.grad_clip = model, compute_dtype(self.device, precision), grad_clip
+        self.megatron = backend == "megatron"
         self.micro_batch_tokens = micro_batch_tokens
         self.checkpointing = activation_checkpointing and backend == "torch"
         self.net = make_sft_backend(backend, model, pad_id, packing=packing, pack_len=pack_len, logger=logger,
@@ -167,6 +183,9 @@ class SFTWorker:
         (self.root if self.root is not None else self.net).train()
 
     # -- states ----------------------------------------------------------------------------------
+    def _megatron_names(self) -> list[str]:
+        return [n for n, _ in self.net.module.named_parameters()]
+
     def _names(self) -> list[str]:
         return [n.removeprefix(PREFIX) for n, _ in self.root.named_parameters()]
 
@@ -174,8 +193,10 @@ class SFTWorker:
         """{model, optimizer, torch_rng} in the one-process layout (gathered from the ranks: rank 0; None
         elsewhere)."""
         if self.root is None:
-            return {"model": self.net.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "torch_rng": torch.get_rng_state()}
+            optim = self.optimizer.state_dict()
+            if self.megatron:       # by name: the layout megatron's ranks save and read (megatron_ranks)
+                optim = optimizer_by_name(optim, self._megatron_names())
+            return {"model": self.net.state_dict(), "optimizer": optim, "torch_rng": torch.get_rng_state()}
         from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
                                                              get_optimizer_state_dict)
         opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -183,10 +204,10 @@ class SFTWorker:
         optim = get_optimizer_state_dict(self.root, self.optimizer, options=opts)
         if self.rank:
             return None
-        index = {n: i for i, n in enumerate(self._names())}
-        optim = {"state": {index[k.removeprefix(PREFIX)]: cloned(v) for k, v in optim["state"].items()},
-                 "param_groups": [{**g, "params": [index[k.removeprefix(PREFIX)] for k in g["params"]]}
-                                  for g in optim["param_groups"]]}
+        optim = optimizer_by_position(
+            {"state": {k.removeprefix(PREFIX): cloned(v) for k, v in optim["state"].items()},
+             "param_groups": [{**g, "params": [k.removeprefix(PREFIX) for k in g["params"]]}
+                              for g in optim["param_groups"]]}, self._names())
         return {"model": {k.removeprefix(PREFIX): v.detach().clone() for k, v in model.items()},
                 "optimizer": optim, "torch_rng": torch.get_rng_state()}
 
@@ -195,7 +216,10 @@ class SFTWorker:
         torch.set_rng_state(state["torch_rng"])
         if self.root is None:
             self.net.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            optim = state["optimizer"]
+            if self.megatron:
+                optim = optimizer_by_position(optim, self._megatron_names())
+            self.optimizer.load_state_dict(optim)
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
         from torch.distributed.tensor import DTensor, distribute_tensor
@@ -203,10 +227,7 @@ class SFTWorker:
             for name, p in self.root.named_parameters():
                 full = state["model"][name.removeprefix(PREFIX)].to(self.device, p.dtype)
                 p.copy_(distribute_tensor(full, p.device_mesh, p.placements) if isinstance(p, DTensor) else full)
-        names = [PREFIX + n for n in self._names()]
-        optim = state["optimizer"]
-        optim = {"state": {names[i]: v for i, v in optim["state"].items()},
-                 "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in optim["param_groups"]]}
+        optim = optimizer_by_name(state["optimizer"], [PREFIX + n for n in self._names()])
         set_optimizer_state_dict(self.root, self.optimizer, optim, options=StateDictOptions(full_state_dict=True))
 
     def finish(self) -> dict | None:
@@ -229,19 +250,36 @@ def rank_worker(payload: dict, pad_id: int, options: dict) -> SFTWorker:
 
 
 class SFTRanks:
-    """:class:`SFTWorker`'s methods run on ``settings.ranks`` Ray actors at once (rank 0 answers); ``finish``
-    loads the trained weights into ``model``, the training process's copy."""
+    """The worker's methods run on ``settings.ranks`` Ray actors at once (rank 0 answers): :class:`SFTWorker`
+    sharded with FSDP2 (torch backend), or :class:`compass.lm.sft.megatron_ranks.MegatronSFTRank` (megatron
+    backend, parallel sizes ``megatron``); ``finish`` loads the trained weights into ``model``, the training
+    process's copy."""
 
-    def __init__(self, model, pad_id: int, settings, options: dict):
+    def __init__(self, model, pad_id: int, settings, options: dict, megatron: dict | None = None):
         from compass.dist.rank_group import RankGroup
         from compass.lm.model_payload import model_payload
         self.model = model
         bundle = {"CPU": settings.cpus_per_rank, "GPU": settings.gpus_per_rank}
-        # ranks told to compute on the CPU join over gloo even where they see a GPU (NCCL takes no CPU tensors)
-        self.group = RankGroup(rank_worker, (model_payload(model), pad_id, options), world_size=settings.ranks,
-                               bundle=bundle, strategy=settings.placement, threads=settings.threads_per_rank,
-                               backend="gloo" if options.get("device") == "cpu" else "auto",
-                               what=f"sft ({settings.ranks} ranks)")
+        if options["backend"] == "megatron":
+            from compass.lm.megatron_convert import unsupported
+            from compass.lm.megatron_parallel import ParallelSizes
+            from compass.lm.sft.megatron_ranks import megatron_rank_worker
+            why = unsupported(model.config)
+            if why is not None:
+                raise ValueError(f"sft backend 'megatron' cannot train this model: {why}; use backend: torch")
+            sizes = megatron or {}
+            ParallelSizes(sizes.get("tensor_parallel", 1), sizes.get("pipeline_parallel", 1),
+                          sizes.get("expert_parallel", 1)).check(settings.ranks, model.config)
+            factory, args = megatron_rank_worker, (model_payload(model), pad_id, options, sizes)
+            what = (f"sft megatron ({settings.ranks} ranks: tensor {sizes.get('tensor_parallel', 1)}, pipeline "
+                    f"{sizes.get('pipeline_parallel', 1)}, expert {sizes.get('expert_parallel', 1)})")
+            gloo = not settings.gpus_per_rank
+        else:
+            factory, args, what = rank_worker, (model_payload(model), pad_id, options), f"sft ({settings.ranks} ranks)"
+            # ranks told to compute on the CPU join over gloo even where they see a GPU (NCCL takes no CPU tensors)
+            gloo = options.get("device") == "cpu"
+        self.group = RankGroup(factory, args, world_size=settings.ranks, bundle=bundle, strategy=settings.placement,
+                               threads=settings.threads_per_rank, backend="gloo" if gloo else "auto", what=what)
 
     def _call(self, method: str, *args):
         return self.group.call(method, *args)[0]
@@ -277,4 +315,4 @@ class SFTRanks:
         self.group.close()
 
 
-__all__ = ["SFTRanks", "SFTWorker", "rank_worker", "share"]
+__all__ = ["SFTRanks", "SFTWorker", "optimizer_by_name", "optimizer_by_position", "rank_worker", "share"]

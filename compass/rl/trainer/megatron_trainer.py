@@ -232,7 +232,12 @@ class MegatronRank:
             ids = torch.nn.functional.pad(ids, (0, width - L))
             attn = torch.nn.functional.pad(attn, (0, width - L))
         pos = torch.arange(width, dtype=torch.long, device=self.device).unsqueeze(0).expand(n, width)
-        mask = attention_mask_4d(attn)
+        if "segments" in batch:         # packed rows (SFT): causal within each sample, padding -1
+            from compass.lm.sft.packing import segment_mask
+            seg = torch.nn.functional.pad(batch["segments"][rows].to(self.device), (0, width - L), value=-1)
+            mask = ~segment_mask(seg)
+        else:
+            mask = attention_mask_4d(attn)
         m = self.micro_batches
         per = n // m                                  # _rows padded the rows to a multiple of m
         own_routes = None if routes is None else routes[rows]
@@ -375,16 +380,22 @@ class MegatronRank:
         step (``updated`` 0). ``old_entropy`` ``[B, L-1]``: the sampling policy's entropy for ESPO's clip (None:
         this forward's). Metrics on rank 0, None elsewhere."""
         m = self._backward(batch, advantages, old_logp, cfg, routes, old_entropy)
-        if m["updated"]:
-            for p in self.model.parameters():               # megatron's DDP reduced them into its buffer
-                p.grad = p.main_grad.to(p.dtype)
-            m["grad_norm"] = self._clip(cfg.trainer.max_grad_norm)
-            for group in self.optimizer.param_groups:
-                group["lr"], group["weight_decay"] = cfg.trainer.lr, cfg.trainer.weight_decay
-            self.optimizer.step()                                                              # 4. step
-            self.optimizer.zero_grad(set_to_none=True)
-            self.steps += 1
+        if m["updated"]:                                                                       # 4. step
+            m["grad_norm"] = self.apply_gradients(cfg.trainer.max_grad_norm, cfg.trainer.lr, cfg.trainer.weight_decay)
         return m if self.rank == 0 else None
+
+    def apply_gradients(self, max_norm: float, lr: float, weight_decay: float) -> float:
+        """One AdamW step on the gradients megatron's DDP reduced into its buffers, clipped to ``max_norm`` over
+        all ranks (:meth:`_clip`) -> the norm before clipping."""
+        for p in self.model.parameters():
+            p.grad = p.main_grad.to(p.dtype)
+        norm = self._clip(max_norm)
+        for group in self.optimizer.param_groups:
+            group["lr"], group["weight_decay"] = lr, weight_decay
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.steps += 1
+        return norm
 
     def gradients(self, batch, advantages, old_logp, cfg, routes=None, old_entropy=None):
         """The batch's whole gradient (before clipping) under Hugging Face names on rank 0, None elsewhere; no

@@ -125,3 +125,24 @@ def test_sft_stage_refuses_megatron_for_such_a_model_before_any_work(tok, tmp_pa
     with pytest.raises(StageInputError, match="backend 'megatron' cannot train .*base_ckpt.*'llama'.*backend: torch"):
         sft.run(SFTConfig(backend="megatron", steps=2), inputs, store, output_names={"checkpoint": "thinking_ckpt"})
     assert not trained and store.list("checkpoint", "thinking_ckpt") == []
+
+
+def test_sft_stage_refuses_parallel_sizes_the_model_cannot_take_before_any_work(tok, tmp_path, monkeypatch):
+    """Four pipeline stages of a two-layer model: the stage's input error names the sizes, nothing trains or
+    is written."""
+    from compass.runtime.runner import StageInputError
+    from compass.store.store import ArtifactStore
+    from stages.sft import stage as sft
+    from stages.sft.config import SFTConfig
+    from tests.helpers import commit_checkpoint, commit_table
+    from tests.stages.sft.test_stage import _arith_samples
+    monkeypatch.setenv("COMPASS_STATE_DIR", str(tmp_path / "state"))
+    store = ArtifactStore(str(tmp_path / "a"))
+    inputs = {"base": commit_checkpoint(store, "base_ckpt", build_model(ModelConfig(), tok, seed=3), tok),
+              "data": commit_table(store, "sft_samples", "sft_longcot", _arith_samples(12))}
+    trained = []
+    monkeypatch.setattr(sft, "train_sft", lambda *a, **k: trained.append(1))
+    cfg = SFTConfig(backend="megatron", steps=2, ranks=4, pipeline_parallel=4)
+    with pytest.raises(StageInputError, match="base_ckpt.*pipeline_parallel 4 does not divide the 2 layers"):
+        sft.run(cfg, inputs, store, output_names={"checkpoint": "thinking_ckpt"})
+    assert not trained and store.list("checkpoint", "thinking_ckpt") == []

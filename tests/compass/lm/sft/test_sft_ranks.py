@@ -1,7 +1,7 @@
 """The SFT loop on two data-parallel ranks (Ray actors in a placement group, gloo, FSDP2; the tiny Qwen3-MoE):
 it trains as one process does (per-step losses, held-out losses, weights), with uneven shares and uneven piece
 counts across ranks; a rank killed mid-run is one retryable line, and the two ranks' state resumes in one process;
-the megatron backend is refused; the SFT stage runs on two ranks."""
+the SFT stage runs on two ranks (the megatron backend's ranks: test_megatron_ranks.py)."""
 from __future__ import annotations
 
 import copy
@@ -100,12 +100,6 @@ def test_a_rank_killed_mid_run_is_one_retryable_line_and_the_run_resumes_in_one_
     assert _weights_agree(resumed, whole, model) < 1e-3
 
 
-def test_ranks_shard_the_torch_backend_only(tok, model):
-    with pytest.raises(ValueError, match="ranks: 2 shards the torch backend"):
-        train_sft(copy.deepcopy(model), tok, sum_sft_samples(tok, 4), steps=1, batch_size=2, lr=1e-3, warmup_steps=0,
-                  weight_decay=0.0, grad_clip=1.0, seed=0, log_every=1, logger=log, backend="megatron", ranks=TWO)
-
-
 def test_the_sft_stage_on_two_ranks(ray_up, tok, model, tmp_path, monkeypatch):
     """``ranks: 2`` in the stage's config: the stage trains on two ranks and saves the trained checkpoint."""
     import pyarrow as pa
@@ -128,5 +122,6 @@ def test_the_sft_stage_on_two_ranks(ray_up, tok, model, tmp_path, monkeypatch):
     trained, _ = load_checkpoint(out.local_dir())
     moved = max(float((v - model.state_dict()[k]).abs().max()) for k, v in trained.state_dict().items())
     assert moved > 1e-4
-    with pytest.raises(ValueError, match="shards the torch backend"):
-        SFTConfig(ranks=2, backend="megatron")
+    assert SFTConfig(ranks=2, tensor_parallel=2, backend="megatron").tensor_parallel == 2
+    with pytest.raises(ValueError, match="tensor_parallel: 2 needs backend: megatron"):
+        SFTConfig(ranks=2, tensor_parallel=2)
