@@ -73,6 +73,11 @@ class MegatronParallelSettings(StrictModel):
                                                         "(megatron PP)")
     expert_parallel: int = Field(1, ge=1, description="megatron backend: ranks the experts of each MoE layer are "
                                                       "spread over (megatron EP)")
+    distributed_optimizer: bool = Field(False, description="megatron backend: AdamW's state sharded over the "
+                                                           "data-parallel ranks (ZeRO-1: torch's "
+                                                           "ZeroRedundancyOptimizer over megatron's data-parallel "
+                                                           "groups; compass.lm.megatron_optimizer), not whole on "
+                                                           "each; the same update")
 
     @model_validator(mode="after")
     def _sizes_fit(self):

@@ -127,29 +127,20 @@ class MegatronSFTRank:
         state = {} if m.steps == 0 else {
             n: {"step": torch.tensor(float(m.steps)), "exp_avg": moments["exp_avg"][n],
                 "exp_avg_sq": moments["exp_avg_sq"][n]} for n in names}
-        group = {k: v for k, v in m.optimizer.param_groups[0].items() if k != "params"}
+        group = m.optimizer.hyper()
         return {"model": model, "optimizer": {"state": state, "param_groups": [{**group, "params": names}]},
                 "torch_rng": torch.get_rng_state()}
 
     def load(self, state: dict) -> None:
         """A state of :meth:`state`, or of the one-process megatron backend; each rank cuts its shards."""
-        from compass.lm.megatron_parallel import cut, gated_fc1, load_full_state, source_name, tp_part
+        from compass.lm.megatron_parallel import load_full_state
         m = self.m
         torch.set_rng_state(state["torch_rng"])
         load_full_state(m.model, state["model"], m.tcfg)
-        saved = state["optimizer"]["state"]
-        m.optimizer.state.clear()
-        m.steps = 0
-        for name, p in m.model.named_parameters():
-            src = source_name(m.model, name, m.tcfg)
-            if src not in saved:            # no step taken yet
-                continue
-            dim, part, parts = tp_part(name)
-            st = saved[src]
-            m.optimizer.state[p] = {"step": st["step"].clone(),
-                                    **{k: cut(st[k], dim, part, parts, gated_fc1(name, m.tcfg)).to(p).clone()
-                                       for k in ("exp_avg", "exp_avg_sq")}}
-            m.steps = int(st["step"])
+        saved = state["optimizer"]["state"]         # full name -> {step, exp_avg, exp_avg_sq}; empty before a step
+        m.steps = int(next(iter(saved.values()))["step"]) if saved else 0
+        moments = {k: {n: st[k] for n, st in saved.items()} for k in ("exp_avg", "exp_avg_sq")}
+        m.optimizer.load(m.local_cuts(moments) if saved else {}, m.steps)
 
     def finish(self) -> dict | None:
         """The trained weights under HF names (rank 0), for the training process's model."""

@@ -96,6 +96,7 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     n_ranks = ranks.ranks if ranks is not None else 1
     if n_ranks > 1:
         megatron = {k: getattr(ranks, k, 1) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}
+        megatron["distributed_optimizer"] = getattr(ranks, "distributed_optimizer", False)
         net = SFTRanks(model, tok.pad_token_id, ranks, options, megatron={**megatron, "micro_batches": grad_accum_steps})
     else:
         net = SFTWorker(model, tok.pad_token_id, logger=logger, **options)

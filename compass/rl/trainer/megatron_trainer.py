@@ -24,7 +24,9 @@ contiguous share of its rows, all ranks of one data-parallel rank the same rows)
    (times the data-parallel size, which megatron's gradient reduction divides by); ``finalize_model_grads``
    reduces the gradients over the data-parallel, expert-data-parallel and tensor-parallel groups;
 4. **step**: ``torch.optim.AdamW`` on the rank's shard, after clipping the gradient's norm over all ranks
-   (megatron's own optimizers, its distributed optimizer among them, allocate on CUDA unconditionally).
+   (megatron's own optimizers, its distributed optimizer among them, allocate on CUDA unconditionally);
+   with ``distributed_optimizer`` its state sharded over the data-parallel ranks
+   (:mod:`compass.lm.megatron_optimizer`).
 
 Every data-parallel rank runs as many rows as the first (``ceil(B / dp)``): one with fewer (or none, when the
 batch has fewer rows than there are data-parallel ranks) repeats the batch's shortest row with a zero weight,
@@ -140,10 +142,12 @@ class MegatronRank:
         for i, router in enumerate(self.routers):
             router.register_forward_pre_hook(self._make_fill_hook(i))
         self.topk = self.tcfg.moe_router_topk
-        # torch's AdamW on this rank's shard, the gradient norm clipped over all ranks (:meth:`_clip`): megatron's
-        # own optimizers allocate on CUDA unconditionally
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.trainer.lr,
-                                           weight_decay=cfg.trainer.weight_decay)
+        # torch's AdamW on this rank's shard (its state sharded over the data-parallel ranks with
+        # distributed_optimizer), the gradient norm clipped over all ranks (:meth:`_clip`): megatron's own
+        # optimizers allocate on CUDA unconditionally
+        from compass.lm.megatron_optimizer import RankOptimizer
+        self.optimizer = RankOptimizer(list(self.model.named_parameters()), lr=cfg.trainer.lr,
+                                       weight_decay=cfg.trainer.weight_decay, shard=s.distributed_optimizer)
         self.steps = 0                 # optimizer steps taken (updates with signal), like the torch trainer
         self.last_logp: torch.Tensor | None = None
 
@@ -390,10 +394,7 @@ class MegatronRank:
         for p in self.model.parameters():
             p.grad = p.main_grad.to(p.dtype)
         norm = self._clip(max_norm)
-        for group in self.optimizer.param_groups:
-            group["lr"], group["weight_decay"] = lr, weight_decay
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.step(lr, weight_decay)
         self.steps += 1
         return norm
 
@@ -407,6 +408,10 @@ class MegatronRank:
         full = gather_full_state(self.model, self.tcfg, grads)
         self.ddp.zero_grad_buffer()
         return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
+
+    def adam_held(self) -> tuple[int, int]:
+        """(this rank's parameters whose AdamW state it holds, its parameters)."""
+        return self.optimizer.held()
 
     def pre_step_logprobs(self):
         return None if self.rank != 0 or self.last_logp is None else self.last_logp.cpu()
@@ -422,13 +427,9 @@ class MegatronRank:
         return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
 
     def _adam_local(self) -> dict[str, dict[str, torch.Tensor]]:
-        """This rank's AdamW moments by local parameter name (zeros before the first step)."""
-        out = {k: {} for k in ("exp_avg", "exp_avg_sq")}
-        for name, p in self.model.named_parameters():
-            st = self.optimizer.state.get(p, {})
-            for k in out:
-                out[k][name] = st[k].detach() if k in st else torch.zeros_like(p)
-        return out
+        """This rank's AdamW moments by local parameter name (zeros before the first step; whole, also where the
+        state is sharded: every rank takes part)."""
+        return self.optimizer.moments()
 
     def state_dict(self) -> dict | None:
         """The full weights and Adam moments under the full megatron names on rank 0 (None elsewhere): loads at
@@ -449,16 +450,18 @@ class MegatronRank:
                              "the stage run's folder under COMPASS_STATE_DIR)")
         load_full_state(self.model, state["model"], self.tcfg)
         self.steps = int(state["steps"])
-        self.optimizer.state.clear()
-        if self.steps == 0:
-            return
-        for name, p in self.model.named_parameters():
+        self.optimizer.load(self.local_cuts({k: state["adam"][k] for k in ("exp_avg", "exp_avg_sq")})
+                            if self.steps else {}, self.steps)
+
+    def local_cuts(self, full: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
+        """``full`` (kind -> {full model name: tensor}, e.g. AdamW's moments) -> {local name: {kind: this rank's
+        cut}}."""
+        out = {}
+        for name, _ in self.model.named_parameters():
             dim, part, parts = tp_part(name)
             src = source_name(self.model, name, self.tcfg)
-            self.optimizer.state[p] = {"step": torch.tensor(float(self.steps)),
-                                       **{k: cut(state["adam"][k][src], dim, part, parts,
-                                                 gated_fc1(name, self.tcfg)).to(p).clone()
-                                          for k in ("exp_avg", "exp_avg_sq")}}
+            out[name] = {k: cut(v[src], dim, part, parts, gated_fc1(name, self.tcfg)) for k, v in full.items()}
+        return out
 
     def pid(self) -> int:
         import os

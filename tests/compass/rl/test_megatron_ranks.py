@@ -62,8 +62,9 @@ def run_all(model, batch, cfg, state=None, routed: bool = True):
         adv = per_token(torch.tensor([1.0, -0.5, 0.25, -1.0, 0.7])[:batch["input_ids"].shape[0]], batch)
         grads = tr.gradients(batch, adv, old + 0.05, cfg, routes=partial)
         metrics = [tr.update(batch, adv, old + 0.05, cfg, routes=partial) for _ in range(2)]
+        held = tr.group.call("adam_held") if tr.group is not None else [tr._local.adam_held()]
         return {"old": old, "ent": ent, "routes": routes, "replayed": replayed, "grads": grads, "metrics": metrics,
-                "weights": tr.hf_state_dict(), "state": tr.state_dict(), "steps": tr.steps}
+                "weights": tr.hf_state_dict(), "state": tr.state_dict(), "steps": tr.steps, "held": held}
     finally:
         tr.close()
 
@@ -109,15 +110,22 @@ def assert_same(a: dict, b: dict, start, batch, steps: int = 2):
     assert a["steps"] == b["steps"] == steps
 
 
-@pytest.mark.parametrize("sizes", [{"tensor_parallel": 2}, {"expert_parallel": 2, "micro_batches": 2},
+@pytest.mark.parametrize("sizes", [{"tensor_parallel": 2},
+                                   {"expert_parallel": 2, "micro_batches": 2, "distributed_optimizer": True},
                                    {"pipeline_parallel": 2, "micro_batches": 3}],
-                         ids=["tp2", "ep2-mb2", "pp2-mb3"])
+                         ids=["tp2", "ep2-mb2-zero", "pp2-mb3"])
 def test_two_ranks_compute_what_one_rank_computes(ray_up, hf_model, batch, one_rank, sizes):
     """Pipeline stages with 3 micro-batches run megatron's 1F1B schedule (6 rows: one zero-weighted padding row);
-    the expert-parallel ranks split their 3 and 2 rows into 2 micro-batches each (4 rows, padded)."""
+    the expert-parallel ranks split their 3 and 2 rows into 2 micro-batches each (4 rows, padded), with AdamW's
+    state of the dense weights sharded over the two data-parallel ranks (each expert's has one owner anyway)."""
     with threads(1):
         two = run_all(hf_model, batch, cfg_for(ranks=2, **sizes))
     assert_same(one_rank, two, hf_model, batch)
+    if sizes.get("distributed_optimizer"):      # each dense weight's moments on one of the two ranks only
+        (h0, n0), (h1, n1) = two["held"]
+        assert n0 == n1 and h0 < n0 and h1 < n1
+    else:
+        assert all(h == n for h, n in two["held"])
     # the state is the full model's, whatever the sizes: the same names and shapes as one rank's
     s1, s2 = one_rank["state"], two["state"]
     assert {k: v.shape for k, v in s1["model"].items()} == {k: v.shape for k, v in s2["model"].items()}
@@ -128,20 +136,28 @@ def test_two_ranks_compute_what_one_rank_computes(ray_up, hf_model, batch, one_r
 
 
 def test_a_state_saved_at_one_set_of_sizes_resumes_at_another(ray_up, hf_model, batch, one_rank):
-    """Two steps on one rank, saved; two more steps from that state on tensor parallelism 2, and on one rank
-    again: the same log-probs and weights (the Adam moments carried over, not restarted: a restart would
-    move the weights differently)."""
+    """Two steps on one rank, saved; two more steps from that state on tensor parallelism 2, on two data-parallel
+    ranks with AdamW's state sharded over them (every moment kept by its owner only), and on one rank again: the
+    same log-probs and weights (the Adam moments carried over, not restarted: a restart would move the weights
+    differently)."""
     state = one_rank["state"]
     with threads(1):
         again = run_all(hf_model, batch, cfg_for(ranks=1), state=state)
         tp2 = run_all(hf_model, batch, cfg_for(ranks=2, tensor_parallel=2), state=state)
-    assert again["steps"] == tp2["steps"] == 4
+        zero = run_all(hf_model, batch, cfg_for(ranks=2, distributed_optimizer=True), state=state)
+    assert again["steps"] == tp2["steps"] == zero["steps"] == 4
     valid = batch["attention_mask"][:, 1:].bool()
     assert float((again["old"] - one_rank["old"])[valid].abs().max()) > 1e-4       # it went on from the state
     assert float((again["old"] - tp2["old"])[valid].abs().max()) <= 1e-5
+    assert float((again["old"] - zero["old"])[valid].abs().max()) <= 1e-5
     start = one_rank["weights"]
     moved = max(float((again["weights"][k] - start[k]).abs().max()) for k in start)
-    assert max(float((again["weights"][k] - tp2["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
+    for other in (tp2, zero):
+        assert max(float((again["weights"][k] - other["weights"][k]).abs().max()) for k in start) <= 0.01 * moved
+    # the sharded run's saved moments are whole: each gathered from its owner
+    for k, v in again["state"]["adam"]["exp_avg"].items():
+        assert torch.allclose(v, zero["state"]["adam"]["exp_avg"][k], rtol=0,
+                              atol=1e-3 * float(v.abs().max()) + 1e-12), k
     fresh = run_all(hf_model, batch, cfg_for(ranks=1), state={**state, "adam": {k: {n: torch.zeros_like(t)
                                                                                      for n, t in v.items()}
                                                                                  for k, v in state["adam"].items()}})

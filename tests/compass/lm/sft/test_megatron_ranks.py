@@ -1,5 +1,5 @@
 """The megatron SFT backend on two ranks (Ray actors in a placement group, gloo; the tiny Qwen3-MoE): data-parallel
-(packed rows) and tensor-parallel (padded rows, with sequence parallelism) train as the one-process megatron
+(packed rows, AdamW's state sharded over the two ranks) and tensor-parallel (padded rows, with sequence parallelism) train as the one-process megatron
 backend does — per-step losses, held-out losses, weights — and the two ranks' state resumes in one process,
 ending where an uninterrupted one-process run ends."""
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _weights_agree(a, b, start) -> float:
     return max(float((sa[k] - sb[k]).abs().max()) for k in sa) / moved
 
 
-@pytest.mark.parametrize("sizes,packing", [({}, True), ({"tensor_parallel": 2}, False)], ids=["dp2-packed", "tp2"])
+@pytest.mark.parametrize("sizes,packing", [({"distributed_optimizer": True}, True), ({"tensor_parallel": 2}, False)],
+                         ids=["dp2-zero-packed", "tp2"])
 def test_two_megatron_ranks_train_as_one_process_and_resume_in_one(ray_up, tok, model, tmp_path, sizes, packing):
     """Two ranks, 4 steps with a state saved at step 2, against the one-process megatron backend: the same losses
     and weights; then a one-process run resumes from the ranks' step-2 state (sharded weights and AdamW moments

@@ -1,0 +1,98 @@
+"""AdamW on one megatron rank's shard of the model, its state either whole on every data-parallel replica or
+sharded over them (ZeRO stage 1).
+
+Sharded (``distributed_optimizer``): PyTorch's ``ZeroRedundancyOptimizer`` over megatron's data-parallel group
+for the dense parameters and over its expert-data-parallel group for the experts (the ranks that hold the same
+expert piece). Each parameter's AdamW moments live on one rank of its group; after the step the owner
+broadcasts the updated parameter to the others. Megatron's own ``DistributedOptimizer`` does the same sharding
+but allocates its buffers on CUDA unconditionally, so it cannot run on the CPU ranks this project is tested on.
+
+The update is AdamW's either way: every replica clips the same reduced gradient, and each parameter is stepped
+once, by its owner, with the same arithmetic. Moments are read and written by parameter: sharded, a read is
+an all-reduce over the parameter's group (the owner's moments, zeros elsewhere), so every replica sees them whole
+(for the gathered checkpoint), and a write keeps only the owner's.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+EXPERT = ".mlp.experts."
+
+
+class RankOptimizer:
+    """AdamW over ``named`` (the rank's ``(name, parameter)`` pairs); ``shard``: ZeRO-1 over megatron's
+    data-parallel groups (see the module doc)."""
+
+    def __init__(self, named: list[tuple[str, torch.nn.Parameter]], *, lr: float, weight_decay: float,
+                 shard: bool = False):
+        self.named = list(named)
+        self.sharded = shard
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.group_of: dict[int, object] = {}           # id(param) -> its ZeRO process group (sharded)
+        if not shard:
+            self.optimizers.append(torch.optim.AdamW([p for _, p in self.named], lr=lr, weight_decay=weight_decay))
+            return
+        from megatron.core import parallel_state as ps
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        for expert, group in ((False, ps.get_data_parallel_group()), (True, ps.get_expert_data_parallel_group())):
+            params = [p for n, p in self.named if (EXPERT in n) == expert]
+            if not params:
+                continue
+            self.optimizers.append(ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW,
+                                                           process_group=group, lr=lr, weight_decay=weight_decay))
+            self.group_of.update({id(p): group for p in params})
+
+    def _local(self, opt) -> torch.optim.Optimizer:
+        """The optimizer holding this rank's moments (ZeRO: its local optimizer over the parameters it owns)."""
+        return opt.optim if self.sharded else opt
+
+    def hyper(self) -> dict:
+        """AdamW's settings of the (one) parameter group, without its parameters."""
+        return {k: v for k, v in self.optimizers[0].param_groups[0].items() if k != "params"}
+
+    def step(self, lr: float, weight_decay: float) -> None:
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"], group["weight_decay"] = lr, weight_decay
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def _owned(self) -> dict[int, dict]:
+        """id(param) -> its AdamW state, for the parameters whose state this rank holds."""
+        return {id(p): st for opt in self.optimizers for p, st in self._local(opt).state.items()}
+
+    def held(self) -> tuple[int, int]:
+        """(parameters whose AdamW state this rank holds, parameters of the rank): all of them unsharded."""
+        return len(self._owned()), len(self.named)
+
+    def moments(self) -> dict[str, dict[str, torch.Tensor]]:
+        """{"exp_avg", "exp_avg_sq"} -> {local name: tensor} for every parameter of the rank (zeros before the
+        first step). Sharded, every rank of each group must call it: each moment is all-reduced over its group."""
+        owned = self._owned()
+        out: dict[str, dict[str, torch.Tensor]] = {"exp_avg": {}, "exp_avg_sq": {}}
+        for name, p in self.named:
+            st = owned.get(id(p), {})
+            for k in out:
+                t = st[k].detach().clone() if k in st else torch.zeros_like(p)
+                if self.sharded:
+                    dist.all_reduce(t, group=self.group_of[id(p)])     # the owner's, zeros elsewhere
+                out[k][name] = t
+        return out
+
+    def load(self, by_name: dict[str, dict[str, torch.Tensor]], step: int) -> None:
+        """Each parameter's moments from ``by_name`` (local name -> {exp_avg, exp_avg_sq}), kept where the
+        parameter's state lives; ``step``: AdamW's step count (0: no state, as before the first step)."""
+        for opt in self.optimizers:
+            local = self._local(opt)
+            local.state.clear()
+            if step == 0:
+                continue
+            mine = {id(p) for g in local.param_groups for p in g["params"]}
+            for name, p in self.named:
+                if id(p) in mine:
+                    local.state[p] = {"step": torch.tensor(float(step)),
+                                      **{k: by_name[name][k].to(p).clone() for k in ("exp_avg", "exp_avg_sq")}}
+
+
+__all__ = ["RankOptimizer"]
