@@ -18,7 +18,9 @@ of ``RayRolloutPool.sync_weights`` for each W of ``--workers``, by both of its p
 the W workers in one gloo group, the weights broadcast in buckets; NCCL on GPUs).
 
 Then the megatron trainer (``--megatron``, on by default outside ``--quick``): one rank in this process, R
-data-parallel ranks, and R tensor-parallel ranks (sequence parallel), the same batch, 1 thread per rank.
+data-parallel ranks, R tensor-parallel ranks (sequence parallel), and R data-parallel ranks with AdamW's state
+sharded over them (``distributed_optimizer``: the largest rank's share of the moments, and the time against the
+replicated run), the same batch, 1 thread per rank.
 
 The model is a Qwen3-MoE of the tiny world's family, larger (``--quick``: the tiny one). On a CPU these
 figures say how the code scales on this machine's cores, not what a GPU cluster does: there the ranks talk
@@ -120,7 +122,9 @@ def main(argv: list[str]) -> int:
         if tp_refused is None:
             runs.append((f"megatron, {R} tensor-parallel ranks x 1 thread",
                          {"kind": "megatron", "ranks": R, "tensor_parallel": R, **ranked}, 1))
-    rows = []
+        runs.append((f"megatron, {R} data-parallel ranks, AdamW sharded",
+                     {"kind": "megatron", "ranks": R, "distributed_optimizer": True, **ranked}, 1))
+    rows, held = [], []
     for label, backend, threads in runs:
         torch.set_num_threads(threads)
         c = cfg(backend)
@@ -132,6 +136,8 @@ def main(argv: list[str]) -> int:
         trainer = cls(copy.deepcopy(model), c)
         try:
             secs = time_updates(trainer, batch, adv, c, steps)
+            if backend.get("distributed_optimizer"):        # each rank's share of AdamW's state
+                held = trainer.group.call("adam_held")
         finally:
             trainer.close()
             torch.set_num_threads(before)
@@ -157,12 +163,18 @@ def main(argv: list[str]) -> int:
                 "megatron_dp_speedup": round(m_one / m_dp, 3),
                 "megatron_overhead_vs_torch_1thread": round(m_one / t_torch1, 3)}
         tp = "not run: " + tp_refused if tp_refused else ""
+        m_zero = rows[-1]["update_s"]
+        share = max(h["numel_held"] / h["numel"] for h in held)     # the largest rank's share of the moments
+        mega |= {f"megatron_update_s_{R}dp_sharded": m_zero, "megatron_sharded_over_replicated": round(m_zero / m_dp, 3),
+                 "megatron_sharded_adam_share_max": round(share, 3)}
         if not tp_refused:
             m_tp = rows[6]["update_s"]
             mega |= {f"megatron_update_s_{R}tp": m_tp, "megatron_tp_speedup": round(m_one / m_tp, 3)}
             tp = f"{m_one / m_tp:.2f}x"
         print(f"megatron: {R} data-parallel ranks over 1 rank {m_one / m_dp:.2f}x, {R} tensor-parallel ranks "
               f"{tp}; megatron's own cost at 1 rank: {m_one / t_torch1:.2f}x torch's")
+        print(f"megatron, AdamW's state sharded over {R} data-parallel ranks: the largest rank holds {share:.0%} of "
+              f"the moments (replicated: 100%); update {m_zero / m_dp:.2f}x the replicated one's time")
 
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     mb = sum(v.numel() * v.element_size() for v in sd.values()) / 2**20

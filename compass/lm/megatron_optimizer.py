@@ -62,9 +62,13 @@ class RankOptimizer:
         """id(param) -> its AdamW state, for the parameters whose state this rank holds."""
         return {id(p): st for opt in self.optimizers for p, st in self._local(opt).state.items()}
 
-    def held(self) -> tuple[int, int]:
-        """(parameters whose AdamW state this rank holds, parameters of the rank): all of them unsharded."""
-        return len(self._owned()), len(self.named)
+    def held(self) -> dict[str, int]:
+        """What of the rank's AdamW state it holds: ``params_held`` of ``params`` (all, unsharded), and their
+        elements ``numel_held`` of ``numel`` (each element two fp32 moments)."""
+        owned = {id(p) for opt in self.optimizers for p in self._local(opt).state}
+        return {"params_held": sum(id(p) in owned for _, p in self.named), "params": len(self.named),
+                "numel_held": sum(p.numel() for _, p in self.named if id(p) in owned),
+                "numel": sum(p.numel() for _, p in self.named)}
 
     def moments(self) -> dict[str, dict[str, torch.Tensor]]:
         """{"exp_avg", "exp_avg_sq"} -> {local name: tensor} for every parameter of the rank (zeros before the

@@ -409,8 +409,8 @@ class MegatronRank:
         self.ddp.zero_grad_buffer()
         return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
 
-    def adam_held(self) -> tuple[int, int]:
-        """(this rank's parameters whose AdamW state it holds, its parameters)."""
+    def adam_held(self) -> dict[str, int]:
+        """What of this rank's AdamW state it holds (:meth:`compass.lm.megatron_optimizer.RankOptimizer.held`)."""
         return self.optimizer.held()
 
     def pre_step_logprobs(self):
