@@ -1,7 +1,7 @@
 """The megatron SFT backend on two ranks (Ray actors in a placement group, gloo; the tiny Qwen3-MoE): data-parallel
-(packed rows, AdamW's state sharded over the two ranks) and tensor-parallel (padded rows, with sequence parallelism) train as the one-process megatron
-backend does — per-step losses, held-out losses, weights — and the two ranks' state resumes in one process,
-ending where an uninterrupted one-process run ends."""
+(packed rows, AdamW's state sharded over the two ranks) and tensor-parallel (padded rows, with sequence
+parallelism) train as the one-process megatron backend does — per-step losses, held-out losses, weights — and the
+two ranks' state resumes in one process, ending where an uninterrupted one-process run ends."""
 from __future__ import annotations
 
 import copy
@@ -13,7 +13,8 @@ import pytest
 from compass.config import MegatronParallelSettings, RankSettings
 from compass.lm.model_factory import ModelConfig, build_model
 from compass.lm.sft.train import train_sft
-from tests.compass.rl.test_ray import threads, tok  # noqa: F401
+from tests.compass.lm.sft.test_sft_ranks import _train as train_on, _weights_agree
+from tests.compass.rl.test_ray import tok  # noqa: F401
 from tests.helpers import sum_sft_samples
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -32,24 +33,13 @@ def model(tok):
 
 
 def _train(model, tok, samples, heldout, ranks, **kw):
-    m = copy.deepcopy(model)
-    args = dict(steps=4, batch_size=5, lr=3e-3, warmup_steps=1, weight_decay=0.0, grad_clip=1.0, seed=7,
-                log_every=10, logger=log, grad_accum_steps=2, heldout=heldout, eval_every=2, backend="megatron")
-    with threads(1):
-        out = train_sft(m, tok, samples, ranks=ranks, **{**args, **kw})
-    return m, out
+    return train_on(model, tok, samples, heldout, ranks, **{"steps": 4, "backend": "megatron", **kw})
 
 
-def _weights_agree(a, b, start) -> float:
-    """Largest difference between ``a``'s and ``b``'s weights, as a share of the largest move from ``start``.
-
-    Measured here: ~1e-5 of the move for all but a few elements, up to 1.2e-3 for one (a query weight): AdamW divides
-    by the root of the squared-gradient average, so an element whose gradient is near zero moves by up to the
-    learning rate in a direction float rounding can tip. Hence the 1e-2 bound below, not 1e-3."""
-    sa, sb, s0 = a.state_dict(), b.state_dict(), start.state_dict()
-    moved = max(float((sa[k] - s0[k]).abs().max()) for k in sa)
-    assert moved > 1e-4                                 # training moved the weights: the comparison means something
-    return max(float((sa[k] - sb[k]).abs().max()) for k in sa) / moved
+# The weights are compared as test_sft_ranks compares them, to 1e-2 of their move, not 1e-3: measured here, ~1e-5 of
+# the move for all but a few elements, up to 1.2e-3 for one (a query weight). AdamW divides by the root of the
+# squared-gradient average, so an element whose gradient is near zero moves by up to the learning rate in a
+# direction float rounding can tip.
 
 
 @pytest.mark.parametrize("sizes,packing", [({"distributed_optimizer": True}, True), ({"tensor_parallel": 2}, False)],
