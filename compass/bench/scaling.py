@@ -137,7 +137,8 @@ def main(argv: list[str]) -> int:
         try:
             secs = time_updates(trainer, batch, adv, c, steps)
             if backend.get("distributed_optimizer"):        # each rank's share of AdamW's state
-                held = trainer.group.call("adam_held")
+                held = (trainer.group.call("adam_held") if trainer.group is not None
+                        else [trainer._local.adam_held()])
         finally:
             trainer.close()
             torch.set_num_threads(before)

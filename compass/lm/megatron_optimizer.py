@@ -71,8 +71,11 @@ class RankOptimizer:
                 "numel": sum(p.numel() for _, p in self.named)}
 
     def moments(self) -> dict[str, dict[str, torch.Tensor]]:
-        """{"exp_avg", "exp_avg_sq"} -> {local name: tensor} for every parameter of the rank (zeros before the
-        first step). Sharded, every rank of each group must call it: each moment is all-reduced over its group."""
+        """{"exp_avg", "exp_avg_sq"} -> {local name: tensor on the CPU} (zeros before the first step), for what a
+        gathered checkpoint reads (:func:`compass.lm.megatron_parallel.gather_full_state` takes each piece from the
+        first rank of its data-parallel group): unsharded, every parameter; sharded, the parameters of the groups
+        this rank comes first in, each moment reduced there from its owner. Sharded, every rank of each group must
+        call it."""
         owned = self._owned()
         out: dict[str, dict[str, torch.Tensor]] = {"exp_avg": {}, "exp_avg_sq": {}}
         for name, p in self.named:
@@ -80,8 +83,11 @@ class RankOptimizer:
             for k in out:
                 t = st[k].detach().clone() if k in st else torch.zeros_like(p)
                 if self.sharded:
-                    dist.all_reduce(t, group=self.group_of[id(p)])     # the owner's, zeros elsewhere
-                out[k][name] = t
+                    group = self.group_of[id(p)]
+                    dist.reduce(t, dst=dist.get_global_rank(group, 0), group=group)   # the owner's; zeros elsewhere
+                    if dist.get_rank(group) != 0:
+                        continue
+                out[k][name] = t.cpu()          # off the GPU at once: a whole state does not fit beside the model
         return out
 
     def load(self, by_name: dict[str, dict[str, torch.Tensor]], step: int) -> None:

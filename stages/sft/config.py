@@ -59,9 +59,12 @@ class SFTConfig(ComputeSettings, MegatronParallelSettings, RankSettings):
     @model_validator(mode="after")
     def _model_parallel_is_megatron(self):
         sizes = {k: getattr(self, k) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}
-        if self.backend != "megatron" and any(v > 1 for v in sizes.values()):
-            set_ = ", ".join(f"{k}: {v}" for k, v in sizes.items() if v > 1)
-            raise ValueError(f"{set_} needs backend: megatron (the torch backend's ranks are data-parallel, FSDP2)")
+        set_ = [f"{k}: {v}" for k, v in sizes.items() if v > 1]
+        if self.distributed_optimizer:
+            set_.append("distributed_optimizer: true")
+        if self.backend != "megatron" and set_:
+            raise ValueError(f"{', '.join(set_)} needs backend: megatron (the torch backend's ranks are data-parallel, "
+                             f"FSDP2, which shards AdamW's state already)")
         return self
 
     @model_validator(mode="after")

@@ -33,10 +33,12 @@ def rows_batch(groups: list[list[Sample]], pad_id: int, packing: bool, pack_len:
     """The samples of ``groups`` (each packed on its own, or one sample per row) as one right-padded batch:
     ``input_ids``, ``attention_mask``, ``segments`` ``[R, S]`` and ``supervised`` ``[R, S-1]`` (position t
     predicts token t+1 of its own sample, which has a label) -> (batch, counts)."""
-    rows = []
+    rows, padded = [], 0
     for samples in groups:
-        rows += (pack_samples(samples, pack_len or max(len(ids) for ids, _ in samples)) if packing
-                 else one_sample_rows(samples))
+        part = (pack_samples(samples, pack_len or max(len(ids) for ids, _ in samples)) if packing
+                else one_sample_rows(samples))
+        rows += part
+        padded += len(part) * max(len(r) for r in part)     # as one process pads each micro-batch
     t = to_tensors(rows, pad_id)
     ids, targets = t["input_ids"], t["targets"][:, :-1]
     supervised = targets != IGNORE
@@ -45,7 +47,7 @@ def rows_batch(groups: list[list[Sample]], pad_id: int, packing: bool, pack_len:
                          "themselves where the loss applies, -100 elsewhere")
     batch = {"input_ids": ids, "attention_mask": (t["segments"] >= 0).long(), "segments": t["segments"],
              "supervised": supervised}
-    return batch, {"tokens": sum(len(r) for r in rows), "padded_tokens": int(ids.numel())}
+    return batch, {"tokens": sum(len(r) for r in rows), "padded_tokens": padded}
 
 
 class MegatronSFTRank:
@@ -61,6 +63,7 @@ class MegatronSFTRank:
         from compass.rl.trainer.megatron_trainer import MegatronRank
         self.pad_id, self.packing, self.pack_len = pad_id, options["packing"], options["pack_len"]
         self.grad_clip, self.weight_decay = options["grad_clip"], options["weight_decay"]
+        self.micro_batches = sizes.get("micro_batches", 1)
         settings = MegatronTrainerSettings(ranks=dist.get_world_size(), **sizes)
         # what MegatronRank reads of an RL config; no router replay is set, so the routers route freely
         cfg = SimpleNamespace(seed=options["seed"], rollout=SimpleNamespace(temperature=1.0),
@@ -87,11 +90,18 @@ class MegatronSFTRank:
             total = (logp.double() * batch["supervised"][rows].to(logp.device)).sum()
         return total
 
+    def _fit_micro_batches(self, batch: dict) -> None:
+        """No more schedule micro-batches than a data-parallel rank has rows (packed steps can have few): each one
+        short of rows would be a zero-weighted row run for nothing."""
+        rows_per_rank = -(-batch["input_ids"].shape[0] // self.m.dp)
+        self.m.micro_batches = max(1, min(self.micro_batches, rows_per_rank))
+
     # -- one optimizer step ----------------------------------------------------------------------
     def step(self, micro_batches: list[list[Sample]], lr: float, n_sup: int) -> dict | None:
         """One AdamW step, loss = summed cross-entropy / ``n_sup`` -> {loss_sum, tokens, padded_tokens} (rank 0)."""
         m = self.m
         batch, counts = rows_batch(micro_batches, self.pad_id, self.packing, self.pack_len)
+        self._fit_micro_batches(batch)
         rows, own = m._rows(batch)
         seed = torch.zeros(len(rows), batch["input_ids"].shape[1] - 1, device=m.device)
         seed[:own] = -batch["supervised"][rows[:own]].float().to(m.device) / n_sup
@@ -108,6 +118,7 @@ class MegatronSFTRank:
         total = 0.0
         for i in range(0, len(samples), chunk):
             batch, _ = rows_batch([samples[i:i + chunk]], self.pad_id, self.packing, self.pack_len)
+            self._fit_micro_batches(batch)
             logp, _, _ = self.m._whole(batch, None, 1.0)         # the whole batch's [R, S-1] on every rank
             total -= float((logp.double() * batch["supervised"].to(logp.device)).sum())
         self.m.ddp.train()

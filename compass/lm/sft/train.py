@@ -97,6 +97,10 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
     if n_ranks > 1:
         megatron = {k: getattr(ranks, k, 1) for k in ("tensor_parallel", "pipeline_parallel", "expert_parallel")}
         megatron["distributed_optimizer"] = getattr(ranks, "distributed_optimizer", False)
+        if backend == "megatron" and micro_batch_tokens:
+            logger.warning("%s: micro_batch_tokens does not apply on megatron ranks: megatron's schedule splits each "
+                           "data-parallel rank's rows into grad_accum_steps (%d) micro-batches", desc,
+                           grad_accum_steps)
         net = SFTRanks(model, tok.pad_token_id, ranks, options, megatron={**megatron, "micro_batches": grad_accum_steps})
     else:
         net = SFTWorker(model, tok.pad_token_id, logger=logger, **options)
@@ -123,6 +127,8 @@ def _loop(net, encoded: list[Sample], *, steps, batch_size, lr, warmup_steps, se
     signature = {"n": len(encoded), "lengths": sum(len(x) for x, _ in encoded), "steps": steps,
                  "batch_size": batch_size, "grad_accum_steps": grad_accum_steps, "seed": seed, "lr": lr,
                  "backend": backend}
+    if backend == "megatron":       # AdamW's state keyed by parameter name (earlier megatron states: by position)
+        signature["state_layout"] = "by_name"
     start, resumed_from = 0, None
     state = load_state(state_dir, STATE_FILE) if checkpoint_every else None
     if state is not None and state["signature"] != signature:

@@ -1,9 +1,9 @@
 """The weights side of the SFT loop: the model, its AdamW and one optimizer step, either in the training process
-(:class:`SFTWorker`) or as N data-parallel ranks on Ray (:class:`SFTRanks`, each rank an ``SFTWorker`` with
-``sharded=True``). The loop itself (:func:`compass.lm.sft.train.train_sft`: sampling, schedule, logging, state
+(:class:`SFTWorker`) or as N ranks on Ray (:class:`SFTRanks`: with the torch backend each rank an ``SFTWorker``
+with ``sharded=True``; with the megatron backend a :class:`compass.lm.sft.megatron_ranks.MegatronSFTRank`). The loop itself (:func:`compass.lm.sft.train.train_sft`: sampling, schedule, logging, state
 files) runs once, in the training process, whichever it drives.
 
-On ranks (``torch`` backend only), the model is sharded with FSDP2 (:func:`compass.dist.fsdp.fully_shard_summed`)
+On torch ranks, the model is sharded with FSDP2 (:func:`compass.dist.fsdp.fully_shard_summed`)
 and every rank receives the step's whole micro-batches; each takes a contiguous share of every micro-batch's
 samples, back-propagates its share's summed loss divided by the *whole* step's supervised-token count, and FSDP
 sums the shares' gradients across ranks: the update one process would make on the whole step, up to the order of
@@ -15,8 +15,9 @@ weight at once rather than layer by layer) the whole model is one unit, gathered
 backward; with transformers' padded forward each decoder layer is its own unit (less memory at a time). Either
 way the weights at rest, their gradients and AdamW's state are sharded 1/N per rank.
 
-States are gathered and keep the one-process layout (the HF state dict, AdamW's state keyed by parameter
-position), so a state saved by N ranks resumes on M ranks or in one process.
+States are gathered and keep the one-process layout (the torch backend: the HF state dict, AdamW's state keyed by
+parameter position; the megatron backend: megatron's full weights, AdamW's state keyed by parameter name), so a
+state saved by N ranks resumes on M ranks or in one process.
 """
 from __future__ import annotations
 

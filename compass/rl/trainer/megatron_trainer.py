@@ -427,8 +427,8 @@ class MegatronRank:
         return megatron_to_hf(full, self.hf_config) if self.rank == 0 else None
 
     def _adam_local(self) -> dict[str, dict[str, torch.Tensor]]:
-        """This rank's AdamW moments by local parameter name (zeros before the first step; whole, also where the
-        state is sharded: every rank takes part)."""
+        """This rank's AdamW moments by local parameter name, on the CPU, for :func:`gather_full_state` (zeros before
+        the first step; sharded, each reduced from its owner: every rank takes part)."""
         return self.optimizer.moments()
 
     def state_dict(self) -> dict | None:

@@ -57,7 +57,8 @@ def test_two_megatron_ranks_train_as_one_process_and_resume_in_one(ray_up, tok, 
     assert m2["losses"] == pytest.approx(m1["losses"], rel=1e-5)
     assert [h["step"] for h in m2["heldout"]] == [0, 2, 4]
     assert [h["loss"] for h in m2["heldout"]] == pytest.approx([h["loss"] for h in m1["heldout"]], rel=1e-5)
-    assert (m2["tokens"], m2["supervised_tokens"]) == (m1["tokens"], m1["supervised_tokens"])
+    assert (m2["tokens"], m2["supervised_tokens"], m2["padded_tokens"]) == \
+        (m1["tokens"], m1["supervised_tokens"], m1["padded_tokens"])
     assert _weights_agree(two, one, model) < 1e-2
     # the state file the ranks left at step 2, read by one process
     resumed, mr = _train(model, tok, samples, heldout, None, packing=packing, state_dir=tmp_path, checkpoint_every=2)

@@ -125,3 +125,5 @@ def test_the_sft_stage_on_two_ranks(ray_up, tok, model, tmp_path, monkeypatch):
     assert SFTConfig(ranks=2, tensor_parallel=2, backend="megatron").tensor_parallel == 2
     with pytest.raises(ValueError, match="tensor_parallel: 2 needs backend: megatron"):
         SFTConfig(ranks=2, tensor_parallel=2)
+    with pytest.raises(ValueError, match="distributed_optimizer: true needs backend: megatron"):
+        SFTConfig(ranks=2, distributed_optimizer=True)
