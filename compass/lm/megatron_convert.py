@@ -381,21 +381,15 @@ def _free_port() -> int:
 
 
 def init_single_process(seed: int = 0) -> None:
-    """gloo process group (world size 1, loopback) + megatron parallel state TP=PP=EP=1; idempotent."""
+    """gloo process group (world size 1, loopback) + megatron parallel state TP=PP=EP=1; idempotent. A parallel
+    state left from a default group since destroyed is rebuilt (:func:`compass.lm.megatron_parallel.init_parallel`)."""
     apply_cpu_compat()
     import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+    from compass.lm.megatron_parallel import ParallelSizes, init_parallel
     if not dist.is_initialized():
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     if dist.get_world_size() != 1:
         raise RuntimeError(f"megatron trainer: single process only, torch.distributed has world size "
                            f"{dist.get_world_size()}")
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                                     expert_model_parallel_size=1)
-    sizes = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
-             ps.get_expert_model_parallel_world_size())
-    if sizes != (1, 1, 1):
-        raise RuntimeError(f"megatron trainer: needs TP=PP=EP=1, parallel_state has {sizes}")
-    model_parallel_cuda_manual_seed(seed)     # RNG tracker states (dropout is 0: nothing random is drawn)
+    init_parallel(ParallelSizes(), seed)     # also the RNG tracker states (dropout is 0: nothing random is drawn)

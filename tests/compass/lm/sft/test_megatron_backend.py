@@ -146,3 +146,17 @@ def test_sft_stage_refuses_parallel_sizes_the_model_cannot_take_before_any_work(
     with pytest.raises(StageInputError, match="base_ckpt.*pipeline_parallel 4 does not divide the 2 layers"):
         sft.run(cfg, inputs, store, output_names={"checkpoint": "thinking_ckpt"})
     assert not trained and store.list("checkpoint", "thinking_ckpt") == []
+
+
+def test_the_backend_after_the_process_left_its_group_and_joined_a_new_one(tok):
+    """Megatron's parallel state outlives the default group it was made in (a group of one destroyed by an
+    in-process fsdp rank of ``bench scaling``, say): the one-process backend rebuilds it (a failure seen when the
+    megatron trainer's tests, then the scaling bench's, ran before this file in one process)."""
+    import torch.distributed as dist
+    model = build_model(ModelConfig(), tok, seed=3)
+    samples = _samples(tok, 4)
+    loss, _ = make_sft_backend("megatron", model, tok.pad_token_id, packing=False, pack_len=None)(samples)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    again, _ = make_sft_backend("megatron", model, tok.pad_token_id, packing=False, pack_len=None)(samples)
+    assert float(again) == pytest.approx(float(loss), rel=1e-6)
