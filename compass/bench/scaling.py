@@ -166,7 +166,8 @@ def main(argv: list[str]) -> int:
         tp = "not run: " + tp_refused if tp_refused else ""
         m_zero = rows[-1]["update_s"]
         share = max(h["numel_held"] / h["numel"] for h in held)     # the largest rank's share of the moments
-        mega |= {f"megatron_update_s_{R}dp_sharded": m_zero, "megatron_sharded_over_replicated": round(m_zero / m_dp, 3),
+        mega |= {f"megatron_update_s_{R}dp_sharded": m_zero,
+                 "megatron_sharded_over_replicated": round(m_zero / m_dp, 3),
                  "megatron_sharded_adam_share_max": round(share, 3)}
         if not tp_refused:
             m_tp = rows[6]["update_s"]

@@ -65,7 +65,7 @@ class RankOptimizer:
     def held(self) -> dict[str, int]:
         """What of the rank's AdamW state it holds: ``params_held`` of ``params`` (all, unsharded), and their
         elements ``numel_held`` of ``numel`` (each element two fp32 moments)."""
-        owned = {id(p) for opt in self.optimizers for p in self._local(opt).state}
+        owned = self._owned()
         return {"params_held": sum(id(p) in owned for _, p in self.named), "params": len(self.named),
                 "numel_held": sum(p.numel() for _, p in self.named if id(p) in owned),
                 "numel": sum(p.numel() for _, p in self.named)}

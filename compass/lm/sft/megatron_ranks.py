@@ -128,30 +128,24 @@ class MegatronSFTRank:
     def state(self) -> dict | None:
         """{model, optimizer, torch_rng}: the full megatron weights and AdamW's state under the full model's
         names (rank 0; every rank takes part)."""
-        from compass.lm.megatron_parallel import gather_full_state
-        m = self.m
-        model = m.megatron_state()
-        moments = {k: gather_full_state(m.model, m.tcfg, v) for k, v in m._adam_local().items()}
+        gathered = self.m.state_dict()          # the megatron trainer's gathered state, in an optimizer's layout
         if self.rank:
             return None
-        names = list(model)
-        state = {} if m.steps == 0 else {
-            n: {"step": torch.tensor(float(m.steps)), "exp_avg": moments["exp_avg"][n],
-                "exp_avg_sq": moments["exp_avg_sq"][n]} for n in names}
-        group = m.optimizer.hyper()
-        return {"model": model, "optimizer": {"state": state, "param_groups": [{**group, "params": names}]},
+        names, adam, steps = list(gathered["model"]), gathered["adam"], gathered["steps"]
+        state = {} if steps == 0 else {
+            n: {"step": torch.tensor(float(steps)), "exp_avg": adam["exp_avg"][n], "exp_avg_sq": adam["exp_avg_sq"][n]}
+            for n in names}
+        return {"model": gathered["model"],
+                "optimizer": {"state": state, "param_groups": [{**self.m.optimizer.hyper(), "params": names}]},
                 "torch_rng": torch.get_rng_state()}
 
     def load(self, state: dict) -> None:
         """A state of :meth:`state`, or of the one-process megatron backend; each rank cuts its shards."""
-        from compass.lm.megatron_parallel import load_full_state
-        m = self.m
         torch.set_rng_state(state["torch_rng"])
-        load_full_state(m.model, state["model"], m.tcfg)
         saved = state["optimizer"]["state"]         # full name -> {step, exp_avg, exp_avg_sq}; empty before a step
-        m.steps = int(next(iter(saved.values()))["step"]) if saved else 0
-        moments = {k: {n: st[k] for n, st in saved.items()} for k in ("exp_avg", "exp_avg_sq")}
-        m.optimizer.load(m.local_cuts(moments) if saved else {}, m.steps)
+        steps = int(next(iter(saved.values()))["step"]) if saved else 0
+        self.m.load_state_dict({"model": state["model"], "steps": steps,
+                                "adam": {k: {n: st[k] for n, st in saved.items()} for k in ("exp_avg", "exp_avg_sq")}})
 
     def finish(self) -> dict | None:
         """The trained weights under HF names (rank 0), for the training process's model."""

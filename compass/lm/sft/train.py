@@ -101,7 +101,8 @@ def train_sft(model, tok, encoded: list[Sample], *, steps: int, batch_size: int,
             logger.warning("%s: micro_batch_tokens does not apply on megatron ranks: megatron's schedule splits each "
                            "data-parallel rank's rows into grad_accum_steps (%d) micro-batches", desc,
                            grad_accum_steps)
-        net = SFTRanks(model, tok.pad_token_id, ranks, options, megatron={**megatron, "micro_batches": grad_accum_steps})
+        megatron["micro_batches"] = grad_accum_steps
+        net = SFTRanks(model, tok.pad_token_id, ranks, options, megatron=megatron)
     else:
         net = SFTWorker(model, tok.pad_token_id, logger=logger, **options)
     try:

@@ -1,7 +1,8 @@
 """The weights side of the SFT loop: the model, its AdamW and one optimizer step, either in the training process
 (:class:`SFTWorker`) or as N ranks on Ray (:class:`SFTRanks`: with the torch backend each rank an ``SFTWorker``
-with ``sharded=True``; with the megatron backend a :class:`compass.lm.sft.megatron_ranks.MegatronSFTRank`). The loop itself (:func:`compass.lm.sft.train.train_sft`: sampling, schedule, logging, state
-files) runs once, in the training process, whichever it drives.
+with ``sharded=True``; with the megatron backend a :class:`compass.lm.sft.megatron_ranks.MegatronSFTRank`). The
+loop itself (:func:`compass.lm.sft.train.train_sft`: sampling, schedule, logging, state files) runs once, in the
+training process, whichever it drives.
 
 On torch ranks, the model is sharded with FSDP2 (:func:`compass.dist.fsdp.fully_shard_summed`)
 and every rank receives the step's whole micro-batches; each takes a contiguous share of every micro-batch's
@@ -269,11 +270,11 @@ class SFTRanks:
             if why is not None:
                 raise ValueError(f"sft backend 'megatron' cannot train this model: {why}; use backend: torch")
             sizes = megatron or {}
-            ParallelSizes(sizes.get("tensor_parallel", 1), sizes.get("pipeline_parallel", 1),
-                          sizes.get("expert_parallel", 1)).check(settings.ranks, model.config)
+            split = ParallelSizes(sizes.get("tensor_parallel", 1), sizes.get("pipeline_parallel", 1),
+                                  sizes.get("expert_parallel", 1))
+            split.check(settings.ranks, model.config)
             factory, args = megatron_rank_worker, (model_payload(model), pad_id, options, sizes)
-            what = (f"sft megatron ({settings.ranks} ranks: tensor {sizes.get('tensor_parallel', 1)}, pipeline "
-                    f"{sizes.get('pipeline_parallel', 1)}, expert {sizes.get('expert_parallel', 1)})")
+            what = f"sft megatron ({settings.ranks} ranks: tensor {split.tp}, pipeline {split.pp}, expert {split.ep})"
             gloo = not settings.gpus_per_rank
         else:
             factory, args, what = rank_worker, (model_payload(model), pad_id, options), f"sft ({settings.ranks} ranks)"
