@@ -266,3 +266,25 @@ def test_data_filter_quarantines_exactly_the_planted_rows(ecommerce_world, tmp_p
         expected = {i for idx in w.planted[table].values() for i in idx}
         assert expected
         assert {r["row_index"] for r in q if r["slot"] == slot} == expected, slot
+
+
+def test_the_brand_is_the_same_token_in_the_listing_as_in_its_option():
+    """A brand is copied from the listing to the answer only if both write it with the same tokens: the
+    world's byte-level BPE makes "Lumeo" at a line's start or after "。" another token than " Lumeo" after
+    "C. " (38% of the brand prompts written as sentences were so)."""
+    from compass.lm.model_factory import build_tokenizer
+    from stages.world.suites.ecommerce_brand import QUESTIONS
+    items = [it for lang in LANGUAGES for it in _items("ecommerce_brand", lang)[2]]
+    tok = build_tokenizer([it.prompt for it in items])
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    def holds(seq, sub):
+        return any(seq[i:i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
+
+    for it in items:
+        listing = it.prompt.split(f"\n{QUESTIONS[it.language]}\n")[0]
+        letter_ids = ids(f"\n{it.reference}.")
+        brand_ids = ids(f"\n{it.reference}. {it.extra['brand']}")[len(letter_ids):]
+        assert holds(ids("\n" + listing), brand_ids), (it.id, listing, tok.convert_ids_to_tokens(brand_ids))
