@@ -58,7 +58,7 @@ def packed_loss_sum(model, samples: list[Sample], pad_id: int, pack_len: int) ->
     w = pack(model)
     dev = w.embed.device
     ids, targets = t["input_ids"].to(dev), t["targets"].to(dev)
-    h = forward_layers(w, w.embed[ids], t["positions"].to(dev), segment_mask(t["segments"].to(dev)))
+    h = forward_layers(w, F.embedding(ids, w.embed), t["positions"].to(dev), segment_mask(t["segments"].to(dev)))
     sel = targets != IGNORE
     logits = h[sel] @ w.lm_head
     loss = F.cross_entropy(logits.float(), targets[sel], reduction="sum")

@@ -81,6 +81,25 @@ def test_packed_loss_and_gradients_equal_per_sample_transformers(tok):
     assert pinfo["tokens"] == info["tokens"] and pinfo["padded_tokens"] > info["padded_tokens"]
 
 
+def test_packed_gradients_are_the_same_every_time_on_two_threads(tok):
+    """The embedding's gradient is summed in one order: indexing the table (``embed[ids]``) accumulated its
+    backward in a thread-dependent order, so one seed gave other weights in every process (the world's
+    pretrained base differed between two runs of the same config; docs/benchmarks.md, "A seed is not a run")."""
+    model = build_model(ModelConfig(), tok, seed=3)
+    samples = _samples(tok, 64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)        # the race needs two threads; a test worker may run on one
+    try:
+        seen = set()
+        for _ in range(8):
+            model.zero_grad(set_to_none=True)
+            packed_loss_sum(model, samples, tok.pad_token_id, pack_len=128)[0].backward()
+            seen.add(model.get_input_embeddings().weight.grad.numpy().tobytes())
+    finally:
+        torch.set_num_threads(threads)
+    assert len(seen) == 1
+
+
 def test_packing_falls_back_to_padded_rows_for_an_unsupported_model(tok, caplog):
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
