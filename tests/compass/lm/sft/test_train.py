@@ -84,7 +84,7 @@ def test_packed_loss_and_gradients_equal_per_sample_transformers(tok):
 def test_packed_gradients_are_the_same_every_time_on_two_threads(tok):
     """The embedding's gradient is summed in one order: indexing the table (``embed[ids]``) accumulated its
     backward in a thread-dependent order, so one seed gave other weights in every process (the world's
-    pretrained base differed between two runs of the same config; docs/benchmarks.md, "A seed is not a run")."""
+    pretrained base differed between two runs of the same config; docs/benchmarks.md, "A seed was not a run")."""
     model = build_model(ModelConfig(), tok, seed=3)
     samples = _samples(tok, 64)
     threads = torch.get_num_threads()
