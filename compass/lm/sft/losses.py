@@ -58,7 +58,10 @@ def packed_loss_sum(model, samples: list[Sample], pad_id: int, pack_len: int) ->
     w = pack(model)
     dev = w.embed.device
     ids, targets = t["input_ids"].to(dev), t["targets"].to(dev)
-    h = forward_layers(w, F.embedding(ids, w.embed), t["positions"].to(dev), segment_mask(t["segments"].to(dev)))
+    # the model's embedding module, as the RL forward (qwen3_native.shared_prefix_hidden) and transformers embed:
+    # indexing the table summed its gradient in a thread-dependent order (one seed, other weights per process)
+    x = model.get_input_embeddings()(ids)
+    h = forward_layers(w, x, t["positions"].to(dev), segment_mask(t["segments"].to(dev)))
     sel = targets != IGNORE
     logits = h[sel] @ w.lm_head
     loss = F.cross_entropy(logits.float(), targets[sel], reduction="sum")
